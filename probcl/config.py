@@ -1,0 +1,279 @@
+"""Typed run configuration: dataclasses, YAML loading, dotted CLI overrides and validation.
+
+A config is a tree of dataclasses. ``from_dict`` converts plain YAML data into it and
+rejects unknown keys, wrong types and invalid values with one message that names the
+key and the valid choices. Method hyper-parameters live in ``method_args``: each method
+declares its own ``Params`` dataclass and validates them with the same machinery.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message names the key and how to fix it."""
+
+
+@dataclass
+class DataConfig:
+    """Which images to pretrain on and where to find them."""
+
+    dataset: str = "fashion-mnist"
+    root: Optional[str] = None  # data root; default: $PROBCL_DATA, then the dataset's system location
+    download: bool = False  # let torchvision download datasets it knows
+    image_size: Optional[int] = None  # resize to this; default: the dataset's native size
+    train_subset: Optional[int] = None  # use only this many (seeded) training images, for quick runs
+    num_workers: int = 0  # loader processes (folder datasets decode images in them)
+
+
+@dataclass
+class AugmentConfig:
+    """View generation: a named preset, with optional overrides of its parameters."""
+
+    preset: Literal["small", "simclr", "byol", "moco", "ebclr-gray", "ebclr-color", "none"] = "small"
+    crop_scale: Optional[tuple[float, float]] = None
+    flip: Optional[float] = None
+    jitter_strength: Optional[float] = None  # brightness/contrast(/saturation) amplitude
+    jitter_prob: Optional[float] = None
+    grayscale_prob: Optional[float] = None
+    blur_prob: Optional[tuple[float, float]] = None  # (view 1, view 2)
+    solarize_prob: Optional[tuple[float, float]] = None
+    noise_std: Optional[float] = None
+    normalize: Literal["dataset", "symmetric"] = "dataset"  # dataset mean/std, or [0,1] -> [-1,1]
+
+
+@dataclass
+class ModelConfig:
+    """Backbone and projection head."""
+
+    backbone: Literal["cnn", "resnet18", "resnet50"] = "cnn"
+    width: int = 32  # base width of the small CNN
+    norm: Literal["bn", "none"] = "bn"
+    act: Literal["relu", "leaky_relu"] = "relu"
+    cifar_stem: bool = True  # 3x3 stride-1 first conv and no max-pool (ResNets)
+    proj_hidden: int = 512
+    proj_out: int = 128
+    proj_layers: int = 2
+
+
+@dataclass
+class OptimConfig:
+    """Optimiser and learning-rate schedule (per-step linear warm-up, then cosine or constant)."""
+
+    name: Literal["sgd", "adam", "adamw", "lars"] = "adam"
+    lr: float = 1e-3
+    weight_decay: float = 1e-6
+    momentum: float = 0.9
+    warmup_epochs: float = 0.0
+    schedule: Literal["cosine", "constant"] = "cosine"
+    min_lr_ratio: float = 0.0
+    scale_lr_by_batch: bool = False  # lr x batch_size / 256, as in SimCLR/BYOL
+    lars_eta: float = 0.02
+    probe_lr: float = 1e-3  # online linear probe (Adam on detached features)
+
+
+@dataclass
+class TrainConfig:
+    """Loop, hardware and checkpointing."""
+
+    epochs: int = 10
+    batch_size: int = 256
+    seed: int = 0
+    accelerator: str = "auto"  # cpu | gpu | auto
+    devices: Any = "auto"  # int, list of ids or "auto"
+    strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
+    num_nodes: int = 1
+    precision: str = "32-true"
+    sync_batchnorm: bool = False
+    limit_train_batches: Optional[float] = None  # fraction (<=1) or count (>1) of batches per epoch
+    checkpoint_every_n_steps: Optional[int] = None  # besides every epoch: for crash-resume mid-epoch
+    monitor_every_n_epochs: int = 1  # online kNN / linear monitor on labeled data
+    monitor_train_samples: int = 10000
+    monitor_test_samples: int = 10000
+    loggers: list[str] = field(default_factory=lambda: ["csv"])  # csv (always) + tensorboard, wandb
+    progress_bar: bool = True
+    deterministic: bool = True
+
+
+@dataclass
+class Config:
+    """A whole pretraining run."""
+
+    method: str = "simclr"
+    method_args: dict = field(default_factory=dict)
+    run_dir: str = "runs/simclr"
+    init: Optional[str] = None  # pretrained run or weights file to start from (post-hoc methods)
+    data: DataConfig = field(default_factory=DataConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict:
+        return to_plain(self)
+
+    def validate(self) -> "Config":
+        check_positive("train.batch_size", self.train.batch_size, minimum=2)
+        check_positive("train.epochs", self.train.epochs, minimum=1)
+        check_positive("optim.lr", self.optim.lr, strict=True)
+        check_positive("optim.weight_decay", self.optim.weight_decay)
+        check_positive("model.width", self.model.width, minimum=1)
+        check_positive("model.proj_out", self.model.proj_out, minimum=1)
+        if self.augment.crop_scale is not None:
+            lo, hi = self.augment.crop_scale
+            if not 0 < lo <= hi <= 1:
+                raise ConfigError(f"augment.crop_scale must satisfy 0 < low <= high <= 1, got {self.augment.crop_scale}")
+        return self
+
+
+def check_positive(key: str, value: float, *, strict: bool = False, minimum: float | None = None) -> None:
+    """Raise ConfigError unless ``value`` is >= minimum (or > 0 when strict, >= 0 otherwise)."""
+    if minimum is not None:
+        if value < minimum:
+            raise ConfigError(f"{key} must be >= {minimum}, got {value}")
+    elif (strict and value <= 0) or value < 0:
+        raise ConfigError(f"{key} must be {'> 0' if strict else '>= 0'}, got {value}")
+
+
+def to_plain(obj: Any) -> Any:
+    """Dataclasses and tuples -> dicts and lists (YAML/JSON friendly)."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_plain(v) for k, v in obj.items()}
+    return obj
+
+
+def _convert(value: Any, tp: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _convert(value, arg, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"{key}: invalid value {value!r}")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{key} must be one of {', '.join(map(str, args))}; got {value!r}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, key)
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)) or len(value) != len(args):
+            raise ConfigError(f"{key} must be a list of {len(args)} values, got {value!r}")
+        return tuple(_convert(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if origin is list:
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key} must be a list, got {value!r}")
+        return [_convert(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)] if args else list(value)
+    if tp is dict or origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key} must be a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
+            return value.lower() in ("true", "yes", "1")
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ConfigError(f"{key} must be an integer, got {value!r}")
+        try:
+            as_float = float(value)
+        except ValueError:
+            raise ConfigError(f"{key} must be an integer, got {value!r}") from None
+        if not as_float.is_integer():
+            raise ConfigError(f"{key} must be an integer, got {value!r}")
+        return int(as_float)
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key} must be a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key} must be a number, got {value!r}") from None
+    if tp is str:
+        if not isinstance(value, (str, int, float)):
+            raise ConfigError(f"{key} must be a string, got {value!r}")
+        return str(value)
+    return value
+
+
+def from_dict(cls: type, data: dict | None, prefix: str = "") -> Any:
+    """Build dataclass ``cls`` from ``data``, rejecting unknown keys and ill-typed values."""
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        where = f"{prefix}." if prefix else ""
+        raise ConfigError(
+            f"unknown config key(s) {', '.join(where + k for k in unknown)}; "
+            f"valid keys{' of ' + prefix if prefix else ''}: {', '.join(fields)}"
+        )
+    kwargs = {k: _convert(v, hints[k], f"{prefix}.{k}" if prefix else k) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    """Set ``tree['a']['b'] = value`` for ``dotted='a.b'``, creating levels as needed."""
+    parts = dotted.split(".")
+    node = tree
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"cannot set {dotted}: {part} is not a section")
+    node[parts[-1]] = value
+
+
+def parse_override_value(text: str) -> Any:
+    """CLI override text -> YAML scalar/list (``0.2`` -> float, ``[0.5,1]`` -> list, ``true`` -> bool)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def load_config(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None) -> Config:
+    """Load a YAML config (optional), apply dotted overrides, validate and return it."""
+    tree: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist; see `probcl list` for the presets in configs/")
+        try:
+            tree = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
+    for key, value in (overrides or {}).items():
+        set_dotted(tree, key, value)
+    return from_dict(Config, tree).validate()
+
+
+def save_config(cfg: Config, path: str | os.PathLike) -> None:
+    """Write the resolved config as YAML, atomically."""
+    from probcl.io import atomic_write_text
+
+    atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -1,0 +1,45 @@
+"""`probcl evaluate`: run evaluation suites on a run and merge their results into eval.json."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from probcl.eval import SUITES, EvalContext
+from probcl.io import atomic_write_json, read_json
+from probcl.runs import RunPaths, find_checkpoint
+
+
+def evaluate_run(run_dir: str | Path, suites: list[str], device: str = "auto", batch_size: int = 512,
+                 feature_layer: str = "backbone", max_train: Optional[int] = None, data_root: Optional[str] = None,
+                 options: Optional[dict[str, dict[str, Any]]] = None) -> dict:
+    """Run ``suites`` (names, or ``all``) and merge the results into the run's eval.json.
+
+    Results are keyed ``suite`` for backbone features and ``suite@layer`` for other layers.
+    """
+    find_checkpoint(run_dir)  # clear error before any work
+    names = SUITES.names() if suites == ["all"] else suites
+    for name in names:
+        SUITES.get(name)
+    ctx = EvalContext(Path(run_dir), device, batch_size, feature_layer, max_train, data_root)
+    paths = RunPaths(Path(run_dir))
+    results = read_json(paths.eval, {})
+    for name in names:
+        start = time.perf_counter()
+        result = SUITES.get(name)(ctx, **(options or {}).get(name, {}))
+        result.setdefault("protocol", {})["seconds"] = round(time.perf_counter() - start, 2)
+        result["protocol"]["checkpoint"] = ctx.model.checkpoint_meta
+        key = name if feature_layer == "backbone" else f"{name}@{feature_layer}"
+        results[key] = result
+        atomic_write_json(paths.eval, results)
+    return {k: results[k] for k in results if k.split("@")[0] in names}
+
+
+def format_table(results: dict) -> list[tuple[str, str, str]]:
+    """Rows (suite, metric, value) of the scalar results, for printing."""
+    rows = []
+    for suite, result in results.items():
+        for metric, value in result.items():
+            if metric != "protocol" and isinstance(value, (int, float)) and value is not None:
+                rows.append((suite, metric, f"{value:.2f}"))
+    return rows

@@ -1,0 +1,40 @@
+"""Atomic file writes: write to a temporary file in the same folder, then rename over the target."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, IO
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
+    """Call ``write(fh)`` on a temporary file and rename it to ``path`` only if it succeeded."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write(path, lambda fh: fh.write(text.encode()))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=float) + "\n")
+
+
+def read_json(path: str | os.PathLike, default: Any = None) -> Any:
+    path = Path(path)
+    if not path.exists():
+        return default
+    return json.loads(path.read_text())

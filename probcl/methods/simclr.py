@@ -1,0 +1,31 @@
+"""SimCLR (Chen et al. 2020): NT-Xent between the projections of two views."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from probcl.losses.nt_xent import nt_xent_loss
+from probcl.methods.base import METHODS, SSLMethod, StepOutput
+
+
+@dataclass
+class SimCLRParams:
+    temperature: float = 0.5
+    gather_distributed: bool = True  # negatives from all ranks (with gradient) under DDP
+
+    def __post_init__(self) -> None:
+        from probcl.config import check_positive
+
+        check_positive("method_args.temperature", self.temperature, strict=True)
+
+
+@METHODS.register("simclr")
+class SimCLR(SSLMethod):
+    """h = f(x), z = g(h); loss = NT-Xent(z1, z2; tau) over the 2N views of the (global) batch."""
+
+    Params = SimCLRParams
+
+    def step(self, view1, view2, batch) -> StepOutput:
+        h1, h2 = self.backbone(view1), self.backbone(view2)
+        z1, z2 = self.projector(h1), self.projector(h2)
+        loss = nt_xent_loss(z1, z2, self.hp.temperature, self.hp.gather_distributed)
+        return StepOutput(loss, h1)

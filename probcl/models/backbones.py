@@ -1,0 +1,87 @@
+"""Encoders: a small CNN for 28x28 inputs and torchvision ResNet-18/50 with an optional CIFAR stem.
+
+Every backbone maps (N, C, H, W) to (N, out_dim) features and exposes ``out_dim``.
+``norm='none'`` removes normalization layers (convolutions then keep a bias) and
+``act='leaky_relu'`` swaps every ReLU for LeakyReLU(0.2), as EBCLR needs.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from probcl.config import ModelConfig
+
+LEAKY_SLOPE = 0.2
+
+
+def make_activation(act: str) -> nn.Module:
+    return nn.LeakyReLU(LEAKY_SLOPE) if act == "leaky_relu" else nn.ReLU()
+
+
+def norm_layer_2d(norm: str) -> Callable[[int], nn.Module]:
+    return nn.BatchNorm2d if norm == "bn" else (lambda channels: nn.Identity())
+
+
+class SmallCNN(nn.Module):
+    """Five 3x3 conv blocks (widths w, 2w, 2w, 4w, 4w; two stride-2 steps) + global average pool."""
+
+    def __init__(self, in_channels: int = 1, width: int = 32, norm: str = "bn", act: str = "relu") -> None:
+        super().__init__()
+        widths = [width, 2 * width, 2 * width, 4 * width, 4 * width]
+        strides = [1, 2, 1, 2, 1]
+        layers: list[nn.Module] = []
+        c_in = in_channels
+        for c_out, stride in zip(widths, strides):
+            layers += [
+                nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=norm == "none"),
+                norm_layer_2d(norm)(c_out),
+                make_activation(act),
+            ]
+            c_in = c_out
+        self.features = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.out_dim = c_in
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.pool(self.features(x)).flatten(1)
+
+
+def _swap_relu(module: nn.Module, act: str) -> None:
+    for name, child in module.named_children():
+        if isinstance(child, nn.ReLU):
+            setattr(module, name, make_activation(act))
+        else:
+            _swap_relu(child, act)
+
+
+def resnet(depth: int, in_channels: int = 3, norm: str = "bn", act: str = "relu", cifar_stem: bool = True) -> nn.Module:
+    """torchvision ResNet-18/50 without its classifier (``fc`` = Identity), so its state_dict
+    loads into ``torchvision.models.resnet{depth}`` with ``strict=False`` (fc missing)."""
+    import torchvision
+
+    builder = {18: torchvision.models.resnet18, 50: torchvision.models.resnet50}[depth]
+    net = builder(weights=None, norm_layer=norm_layer_2d(norm))
+    if cifar_stem:
+        net.conv1 = nn.Conv2d(in_channels, 64, 3, stride=1, padding=1, bias=norm == "none")
+        net.maxpool = nn.Identity()
+    elif in_channels != 3 or norm == "none":
+        net.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=norm == "none")
+    if norm == "none":
+        for m in net.modules():
+            if isinstance(m, nn.Conv2d) and m.bias is None:
+                m.bias = nn.Parameter(torch.zeros(m.out_channels))
+    if act != "relu":
+        _swap_relu(net, act)
+    net.out_dim = net.fc.in_features
+    net.fc = nn.Identity()
+    return net
+
+
+def build_backbone(cfg: ModelConfig, in_channels: int) -> nn.Module:
+    """The backbone named in ``cfg`` for images with ``in_channels`` channels."""
+    if cfg.backbone == "cnn":
+        return SmallCNN(in_channels, cfg.width, cfg.norm, cfg.act)
+    depth = int(cfg.backbone.removeprefix("resnet"))
+    return resnet(depth, in_channels, cfg.norm, cfg.act, cfg.cifar_stem)

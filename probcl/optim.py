@@ -1,0 +1,100 @@
+"""Optimisers (SGD, Adam, AdamW, LARS) and the per-step warm-up + cosine learning-rate schedule."""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import torch
+from torch import nn
+
+from probcl.config import OptimConfig
+
+
+class LARS(torch.optim.Optimizer):
+    """SGD with momentum and layer-wise adaptive rate scaling (You et al. 2017).
+
+    Parameter groups with ``lars=False`` (biases, norm layers, probes) get plain SGD
+    without weight decay, as in SimCLR/BYOL.
+    """
+
+    def __init__(self, params: Iterable, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
+                 eta: float = 0.02) -> None:
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, eta=eta, lars=True))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = closure() if closure is not None else None
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad
+                if group["lars"]:
+                    grad = grad.add(p, alpha=group["weight_decay"])
+                    w_norm, g_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(grad)
+                    trust = torch.where((w_norm > 0) & (g_norm > 0), group["eta"] * w_norm / g_norm,
+                                        torch.ones_like(w_norm))
+                    grad = grad.mul(trust)
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = grad.clone()
+                else:
+                    state["momentum_buffer"].mul_(group["momentum"]).add_(grad)
+                p.add_(state["momentum_buffer"], alpha=-group["lr"])
+        return loss
+
+
+def _is_excluded(name: str, param: nn.Parameter) -> bool:
+    return param.ndim <= 1  # biases and normalisation parameters
+
+
+def build_optimizer(cfg: OptimConfig, named_params: list[tuple[str, nn.Parameter]],
+                    probe_params: list[nn.Parameter], batch_size: int) -> torch.optim.Optimizer:
+    """Optimiser over the method's parameters plus a separate, weight-decay-free probe group.
+
+    The probe group is marked ``scheduled=False`` so the schedule leaves its lr alone.
+    """
+    lr = cfg.lr * batch_size / 256 if cfg.scale_lr_by_batch else cfg.lr
+    params = [p for _, p in named_params if p.requires_grad]
+    groups: list[dict] = []
+    if cfg.name == "lars":
+        groups.append(dict(params=[p for n, p in named_params if p.requires_grad and not _is_excluded(n, p)]))
+        groups.append(dict(params=[p for n, p in named_params if p.requires_grad and _is_excluded(n, p)],
+                           lars=False, weight_decay=0.0))
+    else:
+        groups.append(dict(params=params))
+    groups = [g for g in groups if g["params"]]
+    probe_group = dict(params=probe_params, weight_decay=0.0, lr=cfg.probe_lr, scheduled=False, lars=False)
+    if cfg.name in ("sgd", "lars"):
+        probe_group["lr"] = cfg.probe_lr * 100  # SGD probes need a larger step (solo-learn uses 0.1)
+    if probe_params:
+        groups.append(probe_group)
+    if cfg.name == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    if cfg.name == "adam":
+        return torch.optim.Adam(groups, lr=lr, weight_decay=cfg.weight_decay)
+    if cfg.name == "adamw":
+        return torch.optim.AdamW(groups, lr=lr, weight_decay=cfg.weight_decay)
+    return LARS(groups, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, eta=cfg.lars_eta)
+
+
+def lr_factor(step: int, total_steps: int, warmup_steps: int, schedule: str, min_ratio: float = 0.0) -> float:
+    """Multiplier of the base lr at ``step``: linear warm-up, then cosine decay to ``min_ratio`` (or constant)."""
+    if warmup_steps > 0 and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: OptimConfig, total_steps: int,
+                    steps_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """Per-step LambdaLR applying :func:`lr_factor` to scheduled groups (probe groups stay constant)."""
+    warmup = int(round(cfg.warmup_epochs * steps_per_epoch))
+    lambdas = [
+        (lambda step: lr_factor(step, total_steps, warmup, cfg.schedule, cfg.min_lr_ratio))
+        if group.get("scheduled", True) else (lambda step: 1.0)
+        for group in optimizer.param_groups
+    ]
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambdas)

@@ -1,0 +1,25 @@
+"""A quiet-when-piped progress bar for long loops outside Lightning (rich)."""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
+
+
+def progress(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
+    """Iterate with a rich progress bar on a terminal; plain iteration otherwise."""
+    if not sys.stderr.isatty() or os.environ.get("PROBCL_NO_PROGRESS"):
+        yield from items
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    if total is None and hasattr(items, "__len__"):
+        total = len(items)  # type: ignore[arg-type]
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        for item in items:
+            yield item
+            bar.advance(task)

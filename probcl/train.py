@@ -1,0 +1,194 @@
+"""`probcl pretrain`: data -> method -> Lightning Trainer, with atomic checkpoints and automatic resume."""
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Optional
+
+import lightning.pytorch as pl
+import torch
+import yaml
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, Logger
+from torch.utils.data import DataLoader
+
+from probcl.config import Config, ConfigError, from_dict, save_config
+from probcl.data.datasets import TensorImages, load_dataset, random_subset
+from probcl.eval.features import extract
+from probcl.eval.knn import topk_accuracy, weighted_knn_scores
+from probcl.io import atomic_write
+from probcl.methods import METHODS, DataInfo, SSLMethod
+from probcl.runs import RunPaths
+
+STAT_SAMPLES = 10000  # images used to estimate the per-channel mean/std
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Write checkpoints to a temporary file and rename, so a killed run never leaves a torn file."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options: Optional[Any] = None) -> None:
+        atomic_write(path, lambda fh: torch.save(checkpoint, fh))
+
+
+class JsonlLogger(Logger):
+    """Appends every logged metrics dict as one JSON line to ``metrics.jsonl`` (rank 0 only)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = Path(path)
+
+    @property
+    def name(self) -> str:
+        return "jsonl"
+
+    @property
+    def version(self) -> str:
+        return "0"
+
+    @rank_zero_only
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    @rank_zero_only
+    def log_metrics(self, metrics: dict[str, float], step: Optional[int] = None) -> None:
+        row = {"step": step, **{k: float(v) for k, v in metrics.items()}}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
+class OnlineMonitor(Callback):
+    """Per-epoch weighted kNN (k=200, T=0.1, cosine, backbone features) and online-probe accuracy
+    on a fixed labeled test subset, against a fixed labeled training subset (clean images)."""
+
+    K, T = 200, 0.1
+
+    def __init__(self, train: TensorImages, test: TensorImages, every_n_epochs: int = 1) -> None:
+        self.train, self.test, self.every = train, test, max(1, every_n_epochs)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: SSLMethod) -> None:
+        epoch = trainer.current_epoch + 1
+        if epoch % self.every and epoch != trainer.max_epochs:
+            return
+        was_training = pl_module.training
+        pl_module.eval()
+        train_f, train_y = extract(pl_module.embed, self.train, device=pl_module.device, description="monitor: train features")
+        test_f, test_y = extract(pl_module.embed, self.test, device=pl_module.device, description="monitor: test features")
+        classes = pl_module.data_info.num_classes
+        knn = topk_accuracy(weighted_knn_scores(train_f, train_y, test_f, classes, self.K, self.T), test_y)
+        metrics = {"monitor/knn_top1": knn["top1"], "monitor/knn_top5": knn.get("top5", knn["top1"])}
+        if pl_module.online_probe is not None:
+            with torch.no_grad():
+                logits = pl_module.online_probe(test_f.to(pl_module.device)).cpu()
+            metrics["monitor/probe_top1"] = topk_accuracy(logits, test_y, (1,))["top1"]
+        pl_module.train(was_training)
+        pl_module.log_dict(metrics, on_epoch=True, prog_bar=True, sync_dist=False)
+
+
+def data_info_for(cfg: Config, train: TensorImages) -> DataInfo:
+    """Channels, size, classes and normalisation statistics of the training data."""
+    if cfg.augment.normalize == "symmetric":
+        mean, std = [0.5] * train.channels, [0.5] * train.channels
+    else:
+        sample = torch.stack([train[i][0] for i in random_subset(len(train), min(len(train), STAT_SAMPLES)).tolist()])
+        pixels = sample.float().div(255.0).transpose(0, 1).reshape(train.channels, -1)
+        mean, std = pixels.mean(1).tolist(), pixels.std(1).clamp_min(1e-3).tolist()
+    return DataInfo(cfg.data.dataset, train.channels, train.image_size, train.num_classes, mean, std)
+
+
+def _monitor_sets(cfg: Config, train, seed: int) -> Optional[tuple[TensorImages, TensorImages]]:
+    labels = train.labels()
+    if not isinstance(train, TensorImages) or labels is None or not (labels >= 0).all():
+        return None
+    test = load_dataset(cfg.data.dataset, "test", cfg.data.root, cfg.data.download, cfg.data.image_size,
+                        train.channels)
+    if test.labels() is None:
+        return None
+    t = cfg.train
+    train_mon = train.subset(random_subset(len(train), min(len(train), t.monitor_train_samples), seed))
+    test_mon = test.subset(random_subset(len(test), min(len(test), t.monitor_test_samples), seed))
+    return train_mon, test_mon
+
+
+def _check_resume_config(paths: RunPaths, cfg: Config) -> None:
+    """Refuse to resume a run whose saved config differs (except epochs) from the requested one."""
+    saved = from_dict(Config, yaml.safe_load(paths.config.read_text())).to_dict()
+    new = cfg.to_dict()
+    saved["train"]["epochs"] = new["train"]["epochs"]
+    diffs = [k for k in new if saved.get(k) != new.get(k)]
+    if diffs:
+        raise ConfigError(
+            f"{paths.root} holds a run with a different config (sections differ: {', '.join(diffs)}). "
+            f"Use a new --run-dir, or --no-resume to start over in this one."
+        )
+
+
+def pretrain(cfg: Config, resume: Optional[bool] = None) -> Path:
+    """Train ``cfg.method``; resumes from ``last.ckpt`` when it exists (unless ``resume=False``)."""
+    paths = RunPaths(Path(cfg.run_dir))
+    ckpt_path = paths.last if paths.last.exists() and resume is not False else None
+    if resume and ckpt_path is None:
+        raise ConfigError(f"--resume given but {paths.last} does not exist")
+    if ckpt_path is not None and paths.config.exists():
+        _check_resume_config(paths, cfg)
+    method_cls = METHODS.get(cfg.method)
+    from_dict(method_cls.Params, cfg.method_args, "method_args")  # validate before loading data
+    pl.seed_everything(cfg.train.seed, workers=True, verbose=False)
+
+    d = cfg.data
+    train = load_dataset(d.dataset, "train", d.root, d.download, d.image_size)
+    if d.train_subset is not None and isinstance(train, TensorImages) and d.train_subset < len(train):
+        train = train.subset(random_subset(len(train), d.train_subset, cfg.train.seed))
+    info = data_info_for(cfg, train)
+    if ckpt_path is None and rank_zero_only.rank == 0:
+        paths.root.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, paths.config)
+    model = method_cls(cfg.to_dict(), asdict(info))
+
+    t = cfg.train
+    if len(train) < t.batch_size:
+        raise ConfigError(f"train.batch_size={t.batch_size} exceeds the {len(train)} training images; lower it")
+    loader = DataLoader(train, batch_size=t.batch_size, shuffle=True, drop_last=True, num_workers=d.num_workers,
+                        persistent_workers=d.num_workers > 0, pin_memory=torch.cuda.is_available())
+    callbacks: list[Callback] = [
+        ModelCheckpoint(dirpath=paths.checkpoints, filename="epoch{epoch:03d}", auto_insert_metric_name=False,
+                        save_last=True, save_top_k=0, every_n_train_steps=t.checkpoint_every_n_steps),
+        LearningRateMonitor(logging_interval="epoch"),
+    ]
+    if t.checkpoint_every_n_steps:  # also at epoch ends
+        callbacks.append(ModelCheckpoint(dirpath=paths.checkpoints, save_last=True, save_top_k=0))
+    monitor_sets = _monitor_sets(cfg, train, t.seed)
+    if monitor_sets is not None and t.monitor_every_n_epochs > 0:
+        callbacks.append(OnlineMonitor(*monitor_sets, every_n_epochs=t.monitor_every_n_epochs))
+        callbacks.append(ModelCheckpoint(dirpath=paths.checkpoints, filename="best", monitor="monitor/knn_top1",
+                                         mode="max", save_top_k=1, enable_version_counter=False))
+    loggers: list[Logger] = [JsonlLogger(paths.metrics), CSVLogger(paths.root, name="csv", version="")]
+    if "tensorboard" in t.loggers:
+        from lightning.pytorch.loggers import TensorBoardLogger
+
+        loggers.append(TensorBoardLogger(paths.root, name="tensorboard", version=""))
+    if "wandb" in t.loggers:
+        from lightning.pytorch.loggers import WandbLogger
+
+        loggers.append(WandbLogger(save_dir=str(paths.root), name=paths.root.name))
+    limit = t.limit_train_batches
+    trainer = pl.Trainer(
+        max_epochs=t.epochs, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
+        num_nodes=t.num_nodes, precision=t.precision, sync_batchnorm=t.sync_batchnorm,
+        deterministic="warn" if t.deterministic else False, default_root_dir=str(paths.root),
+        logger=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO()],
+        limit_train_batches=(int(limit) if limit is not None and limit > 1 else limit),
+        log_every_n_steps=10, enable_progress_bar=t.progress_bar, enable_model_summary=False,
+        num_sanity_val_steps=0,
+    )
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", ".*does not have many workers.*")
+        warnings.filterwarnings("ignore", ".*LeafSpec.*")
+        logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+        trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None)
+    return paths.root
