@@ -12,7 +12,7 @@ from probcl.runs import RunPaths, find_checkpoint
 
 def evaluate_run(run_dir: str | Path, suites: list[str], device: str = "auto", batch_size: int = 512,
                  feature_layer: str = "backbone", max_train: Optional[int] = None, data_root: Optional[str] = None,
-                 options: Optional[dict[str, dict[str, Any]]] = None) -> dict:
+                              options: Optional[dict[str, dict[str, Any]]] = None) -> dict:
     """Run ``suites`` (names, or ``all``) and merge the results into the run's eval.json.
 
     Results are keyed ``suite`` for backbone features and ``suite@layer`` for other layers.

@@ -1,5 +1,9 @@
-"""Self-supervised methods, registered by name in ``METHODS``."""
+"""Self-supervised methods, registered by name in ``METHODS`` (every module here is imported)."""
+import sys
+
+from probcl.discovery import import_submodules
 from probcl.methods.base import METHODS, DataInfo, SSLMethod, StepOutput, TrainingDivergedError
-from probcl.methods import simclr  # noqa: F401  (registers)
+
+import_submodules(sys.modules[__name__], skip=("base",))
 
 __all__ = ["METHODS", "DataInfo", "SSLMethod", "StepOutput", "TrainingDivergedError"]

@@ -1,0 +1,34 @@
+"""probcl list: registered methods, datasets, evaluation suites and presets, one name a line."""
+from __future__ import annotations
+
+import argparse
+
+NAME = "list"
+HELP = "registered methods, datasets, evaluation suites and presets"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("group", nargs="?", choices=["methods", "datasets", "suites", "presets"],
+                   help="only this group")
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from probcl.cli_support import list_presets
+    from probcl.data.datasets import dataset_names
+    from probcl.eval import SUITES
+    from probcl.methods import METHODS
+
+    groups = {
+        "methods": METHODS.names(),
+        "datasets": dataset_names(),
+        "suites": SUITES.names(),
+        "presets": list_presets(),
+    }
+    titles = {"suites": "evaluation suites"}
+    for group, names in groups.items():
+        if args.group and args.group != group:
+            continue
+        print(f"{titles.get(group, group)}:")
+        for name in names:
+            print(f"  {name}")
+    return 0
