@@ -98,7 +98,7 @@ class TrainConfig:
     monitor_every_n_epochs: int = 1  # online kNN / linear monitor on labeled data
     monitor_train_samples: int = 10000
     monitor_test_samples: int = 10000
-    loggers: list[str] = field(default_factory=lambda: ["csv"])  # csv (always) + tensorboard, wandb
+    loggers: list[str] = field(default_factory=list)  # besides metrics.jsonl/.csv (always): tensorboard, wandb
     progress_bar: bool = True
     deterministic: bool = True
 

@@ -17,6 +17,9 @@ class RunPaths:
 
     root: Path
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
     @property
     def config(self) -> Path:
         return self.root / "config.yaml"

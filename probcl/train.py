@@ -1,12 +1,14 @@
 """`probcl pretrain`: data -> method -> Lightning Trainer, with atomic checkpoints and automatic resume."""
 from __future__ import annotations
 
+import csv
+import io
 import json
 import logging
 import warnings
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import lightning.pytorch as pl
 import torch
@@ -14,14 +16,14 @@ import yaml
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
-from lightning.pytorch.loggers import CSVLogger, Logger
+from lightning.pytorch.loggers import Logger
 from torch.utils.data import DataLoader
 
 from probcl.config import Config, ConfigError, from_dict, save_config
 from probcl.data.datasets import TensorImages, load_dataset, random_subset
 from probcl.eval.features import extract
 from probcl.eval.knn import topk_accuracy, weighted_knn_scores
-from probcl.io import atomic_write
+from probcl.io import atomic_write, atomic_write_text
 from probcl.methods import METHODS, DataInfo, SSLMethod
 from probcl.runs import RunPaths
 
@@ -36,11 +38,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
 
 class JsonlLogger(Logger):
-    """Appends every logged metrics dict as one JSON line to ``metrics.jsonl`` (rank 0 only)."""
+    """Appends every logged metrics dict as one JSON line to ``metrics.jsonl`` (rank 0 only), and
+    rewrites ``metrics.csv`` (one column per metric) from the whole history when training ends,
+    so that a resumed run keeps every row in both files."""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.path = Path(path)
+        self.csv_path = self.path.with_suffix(".csv")
 
     @property
     def name(self) -> str:
@@ -60,6 +65,18 @@ class JsonlLogger(Logger):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as fh:
             fh.write(json.dumps(row) + "\n")
+
+    @rank_zero_only
+    def finalize(self, status: str) -> None:
+        if not self.path.exists():
+            return
+        rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+        atomic_write_text(self.csv_path, buffer.getvalue())
 
 
 class OnlineMonitor(Callback):
@@ -128,8 +145,12 @@ def _check_resume_config(paths: RunPaths, cfg: Config) -> None:
         )
 
 
-def pretrain(cfg: Config, resume: Optional[bool] = None) -> Path:
-    """Train ``cfg.method``; resumes from ``last.ckpt`` when it exists (unless ``resume=False``)."""
+def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Callback] = ()) -> Path:
+    """Train ``cfg.method``; resumes from ``last.ckpt`` when it exists (unless ``resume=False``).
+
+    ``callbacks`` are extra Lightning callbacks (e.g. for custom logging).
+    """
+    cfg = METHODS.get(cfg.method).prepare_config(cfg)
     paths = RunPaths(Path(cfg.run_dir))
     ckpt_path = paths.last if paths.last.exists() and resume is not False else None
     if resume and ckpt_path is None:
@@ -144,30 +165,32 @@ def pretrain(cfg: Config, resume: Optional[bool] = None) -> Path:
     train = load_dataset(d.dataset, "train", d.root, d.download, d.image_size)
     if d.train_subset is not None and isinstance(train, TensorImages) and d.train_subset < len(train):
         train = train.subset(random_subset(len(train), d.train_subset, cfg.train.seed))
+    t = cfg.train
+    if len(train) < t.batch_size:
+        raise ConfigError(f"train.batch_size={t.batch_size} exceeds the {len(train)} training images; lower it")
     info = data_info_for(cfg, train)
     if ckpt_path is None and rank_zero_only.rank == 0:
         paths.root.mkdir(parents=True, exist_ok=True)
         save_config(cfg, paths.config)
     model = method_cls(cfg.to_dict(), asdict(info))
 
-    t = cfg.train
-    if len(train) < t.batch_size:
-        raise ConfigError(f"train.batch_size={t.batch_size} exceeds the {len(train)} training images; lower it")
     loader = DataLoader(train, batch_size=t.batch_size, shuffle=True, drop_last=True, num_workers=d.num_workers,
                         persistent_workers=d.num_workers > 0, pin_memory=torch.cuda.is_available())
-    callbacks: list[Callback] = [
-        ModelCheckpoint(dirpath=paths.checkpoints, filename="epoch{epoch:03d}", auto_insert_metric_name=False,
-                        save_last=True, save_top_k=0, every_n_train_steps=t.checkpoint_every_n_steps),
+    callbacks = [
+        *callbacks,
+        # ``last.ckpt``: the latest state, every epoch (and every N steps when asked), replaced atomically.
+        ModelCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1, enable_version_counter=False),
         LearningRateMonitor(logging_interval="epoch"),
     ]
-    if t.checkpoint_every_n_steps:  # also at epoch ends
-        callbacks.append(ModelCheckpoint(dirpath=paths.checkpoints, save_last=True, save_top_k=0))
+    if t.checkpoint_every_n_steps:
+        callbacks.append(ModelCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1,
+                                         enable_version_counter=False, every_n_train_steps=t.checkpoint_every_n_steps))
     monitor_sets = _monitor_sets(cfg, train, t.seed)
     if monitor_sets is not None and t.monitor_every_n_epochs > 0:
         callbacks.append(OnlineMonitor(*monitor_sets, every_n_epochs=t.monitor_every_n_epochs))
         callbacks.append(ModelCheckpoint(dirpath=paths.checkpoints, filename="best", monitor="monitor/knn_top1",
                                          mode="max", save_top_k=1, enable_version_counter=False))
-    loggers: list[Logger] = [JsonlLogger(paths.metrics), CSVLogger(paths.root, name="csv", version="")]
+    loggers: list[Logger] = [JsonlLogger(paths.metrics)]
     if "tensorboard" in t.loggers:
         from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -183,12 +206,12 @@ def pretrain(cfg: Config, resume: Optional[bool] = None) -> Path:
         deterministic="warn" if t.deterministic else False, default_root_dir=str(paths.root),
         logger=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO()],
         limit_train_batches=(int(limit) if limit is not None and limit > 1 else limit),
-        log_every_n_steps=10, enable_progress_bar=t.progress_bar, enable_model_summary=False,
+        log_every_n_steps=max(1, min(10, len(loader))), enable_progress_bar=t.progress_bar, enable_model_summary=False,
         num_sanity_val_steps=0,
     )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*does not have many workers.*")
         warnings.filterwarnings("ignore", ".*LeafSpec.*")
         logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
-        trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None)
+        trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
     return paths.root

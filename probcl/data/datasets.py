@@ -1,0 +1,433 @@
+"""Dataset registry: every dataset yields ``(uint8 image C x H x W, label, index)``.
+
+Small datasets are held in memory as uint8 tensors (:class:`TensorImages`); folders of
+image files are decoded lazily in loader workers (:class:`FolderImages`). Unlabeled
+images have label -1. Specs are registry names (``fashion-mnist``, ``digits``, ...) or
+``folder:PATH`` / ``npz:PATH``.
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Literal, Optional, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.utils.data import Dataset
+
+from probcl.registry import Registry
+
+Split = Literal["train", "test", "all"]
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
+FASHION_MNIST_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
+HOLDOUT_FRACTION = 0.2  # test share of folder/npz datasets that have no explicit test split
+HOLDOUT_SEED = 0
+
+
+class DatasetError(RuntimeError):
+    """Missing, unreadable or malformed data; the message names the file and the fix."""
+
+
+class CorruptImageError(DatasetError):
+    """An image file that cannot be decoded."""
+
+
+class ImageSource(Dataset):
+    """Common interface of all datasets: ``(image uint8 CxHxW, label int, index int)`` items."""
+
+    name: str
+    channels: int
+    image_size: int
+    num_classes: Optional[int]
+
+    def labels(self) -> Optional[torch.Tensor]:
+        """All labels as an int64 tensor (-1 = unlabeled), or None when the set has no labels."""
+        raise NotImplementedError
+
+    def item_id(self, index: int) -> str:
+        """A stable identifier of item ``index`` (file path for folders)."""
+        return str(index)
+
+
+class TensorImages(ImageSource):
+    """An in-memory dataset of uint8 images (N, C, H, W) and optional int64 labels."""
+
+    def __init__(self, images: torch.Tensor, labels: Optional[torch.Tensor], name: str,
+                 num_classes: Optional[int] = None) -> None:
+        if images.dtype != torch.uint8 or images.ndim != 4:
+            raise DatasetError(f"{name}: images must be a uint8 tensor (N, C, H, W), got {images.dtype} {tuple(images.shape)}")
+        if labels is not None and len(labels) != len(images):
+            raise DatasetError(f"{name}: {len(images)} images but {len(labels)} labels")
+        self.images = images.contiguous()
+        self._labels = None if labels is None else labels.long()
+        self.name = name
+        self.channels = images.shape[1]
+        self.image_size = images.shape[-1]
+        if num_classes is None and self._labels is not None and (self._labels >= 0).any():
+            num_classes = int(self._labels.max()) + 1
+        self.num_classes = num_classes
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int):
+        label = -1 if self._labels is None else int(self._labels[index])
+        return self.images[index], label, index
+
+    def labels(self) -> Optional[torch.Tensor]:
+        return self._labels
+
+    def subset(self, indices: torch.Tensor | Sequence[int]) -> "TensorImages":
+        indices = torch.as_tensor(indices, dtype=torch.long)
+        labels = None if self._labels is None else self._labels[indices]
+        return TensorImages(self.images[indices], labels, self.name, self.num_classes)
+
+
+class FolderImages(ImageSource):
+    """Image files decoded on access (in DataLoader workers), resized to a square ``image_size``.
+
+    With ``skip_corrupt`` an unreadable file yields ``image=None`` instead of raising, so that
+    scoring can report and skip it (see :func:`collate_skip_corrupt`).
+    """
+
+    def __init__(self, paths: list[Path], labels: Optional[list[int]], classes: list[str], name: str,
+                 image_size: int, channels: int, skip_corrupt: bool = False) -> None:
+        self.paths = paths
+        self._labels = None if labels is None else torch.tensor(labels, dtype=torch.long)
+        self.classes = classes
+        self.name = name
+        self.image_size = image_size
+        self.channels = channels
+        self.num_classes = len(classes) or None
+        self.skip_corrupt = skip_corrupt
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int):
+        label = -1 if self._labels is None else int(self._labels[index])
+        try:
+            image = decode_image(self.paths[index], self.image_size, self.channels)
+        except CorruptImageError:
+            if not self.skip_corrupt:
+                raise
+            image = None
+        return image, label, index
+
+    def labels(self) -> Optional[torch.Tensor]:
+        return self._labels
+
+    def item_id(self, index: int) -> str:
+        return str(self.paths[index])
+
+
+def collate_skip_corrupt(items):
+    """Collate that drops items whose image could not be decoded; returns (x, y, idx, skipped_idx)."""
+    good = [it for it in items if it[0] is not None]
+    skipped = torch.tensor([it[2] for it in items if it[0] is None], dtype=torch.long)
+    if not good:
+        return None, None, None, skipped
+    x = torch.stack([it[0] for it in good])
+    y = torch.tensor([it[1] for it in good], dtype=torch.long)
+    idx = torch.tensor([it[2] for it in good], dtype=torch.long)
+    return x, y, idx, skipped
+
+
+def decode_image(path: Path, image_size: int, channels: int) -> torch.Tensor:
+    """Read an image file as a uint8 (C, S, S) tensor, or raise CorruptImageError naming the file."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            img = img.convert("L" if channels == 1 else "RGB")
+            if img.size != (image_size, image_size):
+                img = img.resize((image_size, image_size), Image.BILINEAR)
+            arr = np.asarray(img, dtype=np.uint8)
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
+        raise CorruptImageError(
+            f"cannot read image {path}: {e}. Remove or replace this file "
+            f"(`probcl score` reports and skips unreadable images)."
+        ) from None
+    arr = arr[None] if arr.ndim == 2 else arr.transpose(2, 0, 1)
+    return torch.from_numpy(arr.copy())
+
+
+# ----------------------------------------------------------------------------- registry
+
+Loader = Callable[..., ImageSource]
+DATASETS: Registry[Loader] = Registry("dataset")
+PREFIXED = ("folder:", "npz:")
+
+
+def dataset_names() -> list[str]:
+    """Registered dataset names plus the path-prefixed specs."""
+    return DATASETS.names() + ["folder:PATH", "npz:PATH"]
+
+
+def load_dataset(spec: str, split: Split = "train", root: str | None = None, download: bool = False,
+                 image_size: int | None = None, channels: int | None = None,
+                 skip_corrupt: bool = False) -> ImageSource:
+    """Load ``split`` of the dataset ``spec``, optionally resized and converted to ``channels``."""
+    if split not in ("train", "test", "all"):
+        raise DatasetError(f"unknown split {split!r}; valid: train, test, all")
+    if spec.startswith("folder:"):
+        return load_folder(Path(spec[len("folder:"):]), split, image_size, channels, skip_corrupt)
+    if spec.startswith("npz:"):
+        data = load_npz(Path(spec[len("npz:"):]), split)
+    else:
+        loader = DATASETS.get(spec)
+        if split == "all":
+            parts = [loader(s, root=root, download=download) for s in ("train", "test")]
+            labels = None if parts[0].labels() is None else torch.cat([p.labels() for p in parts])
+            data = TensorImages(torch.cat([p.images for p in parts]), labels, spec, parts[0].num_classes)
+        else:
+            data = loader(split, root=root, download=download)
+    return conform(data, channels, image_size)
+
+
+def conform(data: TensorImages, channels: int | None, image_size: int | None) -> TensorImages:
+    """Convert an in-memory set to ``channels`` (gray <-> RGB) and a square ``image_size``."""
+    images = data.images
+    if channels is not None and channels != images.shape[1]:
+        if channels == 3 and images.shape[1] == 1:
+            images = images.expand(-1, 3, -1, -1)
+        elif channels == 1 and images.shape[1] == 3:
+            weights = torch.tensor([0.299, 0.587, 0.114]).view(1, 3, 1, 1)
+            images = (images.float() * weights).sum(1, keepdim=True).round().clamp(0, 255).to(torch.uint8)
+        else:
+            raise DatasetError(f"{data.name}: cannot convert {images.shape[1]} channels to {channels}")
+    if image_size is not None and images.shape[-1] != image_size:
+        images = resize_uint8(images, image_size)
+    if images is data.images:
+        return data
+    return TensorImages(images, data.labels(), data.name, data.num_classes)
+
+
+def resize_uint8(images: torch.Tensor, size: int, chunk: int = 4096) -> torch.Tensor:
+    """Bilinear (antialiased) resize of uint8 (N, C, H, W) images to (N, C, size, size)."""
+    out = []
+    for start in range(0, len(images), chunk):
+        x = images[start:start + chunk].float()
+        x = F.interpolate(x, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+        out.append(x.round().clamp(0, 255).to(torch.uint8))
+    return torch.cat(out)
+
+
+def labeled_subset(labels: torch.Tensor, fraction: float, seed: int = 0) -> torch.Tensor:
+    """Indices of a class-stratified ``fraction`` of the labeled items (at least one per class)."""
+    if not 0 < fraction <= 1:
+        raise ValueError(f"labeled fraction must be in (0, 1], got {fraction}")
+    generator = torch.Generator().manual_seed(seed)
+    chosen = []
+    for cls in torch.unique(labels[labels >= 0]):
+        members = torch.nonzero(labels == cls).flatten()
+        count = max(1, round(fraction * len(members)))
+        chosen.append(members[torch.randperm(len(members), generator=generator)[:count]])
+    return torch.sort(torch.cat(chosen)).values
+
+
+def random_subset(n: int, count: int, seed: int = 0) -> torch.Tensor:
+    """``count`` distinct indices out of ``n``, sorted, from a seeded permutation."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.sort(torch.randperm(n, generator=generator)[:count]).values
+
+
+def _holdout_split(n: int, split: Split) -> torch.Tensor:
+    if split == "all":
+        return torch.arange(n)
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(HOLDOUT_SEED))
+    n_test = max(1, int(round(HOLDOUT_FRACTION * n)))
+    return torch.sort(perm[:n_test] if split == "test" else perm[n_test:]).values
+
+
+# ----------------------------------------------------------------------------- idx (MNIST family)
+
+def read_idx(path: Path) -> np.ndarray:
+    """Parse an IDX file (optionally gzipped), as used by MNIST and Fashion-MNIST."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as fh:
+            raw = fh.read()
+    except (OSError, EOFError) as e:
+        raise DatasetError(f"cannot read {path}: {e}. The file is damaged: delete it and reinstall or re-download.") from None
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
+        raise DatasetError(f"{path} is not an unsigned-byte IDX file (bad magic number)")
+    ndim = raw[3]
+    dims = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
+    if data.size != int(np.prod(dims)):
+        raise DatasetError(f"{path}: header says {dims} but holds {data.size} bytes; the file is truncated")
+    return data.reshape(dims)
+
+
+def _find_idx_dir(name: str, torchvision_folder: str, root: str | None, system_dir: Path | None) -> Optional[Path]:
+    candidates = []
+    for base in (root, os.environ.get("PROBCL_DATA")):
+        if base:
+            base = Path(base)
+            candidates += [base, base / name, base / torchvision_folder / "raw"]
+    if system_dir is not None:
+        candidates.append(system_dir)
+    for folder in candidates:
+        if any((folder / f"train-images-idx3-ubyte{ext}").exists() for ext in (".gz", "")):
+            return folder
+    return None
+
+
+def _idx_file(folder: Path, stem: str) -> Path:
+    for ext in (".gz", ""):
+        if (folder / f"{stem}{ext}").exists():
+            return folder / f"{stem}{ext}"
+    raise DatasetError(f"{folder} lacks {stem}(.gz); the dataset folder is incomplete")
+
+
+def _load_idx_dataset(name: str, torchvision_cls: str, system_dir: Path | None, hint: str,
+                      split: Split, root: str | None, download: bool) -> TensorImages:
+    folder = _find_idx_dir(name, torchvision_cls, root, system_dir)
+    if folder is None and download:
+        import torchvision
+
+        target = Path(root or os.environ.get("PROBCL_DATA") or "data")
+        getattr(torchvision.datasets, torchvision_cls)(str(target), train=True, download=True)
+        folder = target / torchvision_cls / "raw"
+    if folder is None:
+        raise DatasetError(
+            f"{name} not found. {hint}, point --data-root (or $PROBCL_DATA) at a folder holding "
+            f"train-images-idx3-ubyte.gz and friends, or pass --download to fetch it with torchvision."
+        )
+    prefix = "train" if split == "train" else "t10k"
+    images = read_idx(_idx_file(folder, f"{prefix}-images-idx3-ubyte"))
+    labels = read_idx(_idx_file(folder, f"{prefix}-labels-idx1-ubyte"))
+    if images.ndim != 3 or len(images) != len(labels):
+        raise DatasetError(f"{folder}: images {images.shape} and labels {labels.shape} do not match")
+    return TensorImages(torch.from_numpy(images.copy())[:, None], torch.from_numpy(labels.astype(np.int64)), name, 10)
+
+
+@DATASETS.register("fashion-mnist")
+def fashion_mnist(split: Split, root: str | None = None, download: bool = False) -> TensorImages:
+    """Fashion-MNIST (60k/10k, 28x28 gray, 10 classes); Debian's dataset-fashion-mnist by default."""
+    return _load_idx_dataset("fashion-mnist", "FashionMNIST", FASHION_MNIST_SYSTEM_DIR,
+                             "Install it with `apt-get install dataset-fashion-mnist`", split, root, download)
+
+
+@DATASETS.register("mnist")
+def mnist(split: Split, root: str | None = None, download: bool = False) -> TensorImages:
+    """MNIST (60k/10k, 28x28 gray, 10 classes)."""
+    return _load_idx_dataset("mnist", "MNIST", None, "Place the MNIST idx files in a folder", split, root, download)
+
+
+@DATASETS.register("digits")
+def digits(split: Split, root: str | None = None, download: bool = False) -> TensorImages:
+    """scikit-learn's bundled 8x8 handwritten digits (1797 images), upscaled to 28x28, 70/30 split."""
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    images = torch.from_numpy(np.round(bunch.images * (255.0 / 16.0)).astype(np.uint8))[:, None]
+    images = resize_uint8(images, 28)
+    labels = torch.from_numpy(bunch.target.astype(np.int64))
+    perm = torch.randperm(len(images), generator=torch.Generator().manual_seed(HOLDOUT_SEED))
+    n_train = int(0.7 * len(images))
+    idx = torch.sort(perm[:n_train] if split == "train" else perm[n_train:]).values
+    return TensorImages(images[idx], labels[idx], "digits", 10)
+
+
+def _torchvision_dataset(name: str, cls_name: str, split_kw: Callable[[str], dict]):
+    def loader(split: Split, root: str | None = None, download: bool = False) -> TensorImages:
+        import torchvision
+
+        target = Path(root or os.environ.get("PROBCL_DATA") or "data")
+        try:
+            ds = getattr(torchvision.datasets, cls_name)(str(target), download=download, **split_kw(split))
+        except RuntimeError as e:
+            raise DatasetError(
+                f"{name} not found under {target} ({e}). Point --data-root (or $PROBCL_DATA) at the folder "
+                f"holding it, or pass --download to fetch it with torchvision."
+            ) from None
+        data = np.asarray(ds.data)
+        if data.ndim == 4 and data.shape[-1] == 3:  # CIFAR stores N, H, W, C
+            data = data.transpose(0, 3, 1, 2)
+        labels = getattr(ds, "targets", None)
+        if labels is None:
+            labels = getattr(ds, "labels")
+        labels = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+        return TensorImages(torch.from_numpy(np.ascontiguousarray(data)), labels, name,
+                            len(getattr(ds, "classes", [])) or None)
+
+    loader.__doc__ = f"{name} via torchvision.datasets.{cls_name} (root folder, --download to fetch)."
+    return loader
+
+
+DATASETS.register("cifar10")(_torchvision_dataset("cifar10", "CIFAR10", lambda s: {"train": s == "train"}))
+DATASETS.register("cifar100")(_torchvision_dataset("cifar100", "CIFAR100", lambda s: {"train": s == "train"}))
+DATASETS.register("svhn")(_torchvision_dataset("svhn", "SVHN", lambda s: {"split": s}))
+DATASETS.register("stl10")(_torchvision_dataset("stl10", "STL10", lambda s: {"split": s}))
+
+
+# ----------------------------------------------------------------------------- folder: and npz:
+
+def load_npz(path: Path, split: Split) -> TensorImages:
+    """``x`` uint8 (N, H, W) or (N, H, W, C), optional ``y``; ``x_test``/``y_test`` for a test split."""
+    if not path.is_file():
+        raise DatasetError(f"npz file {path} does not exist; check the path after `npz:`")
+    try:
+        arrays = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"cannot read {path} as .npz: {e}") from None
+    if "x" not in arrays:
+        raise DatasetError(f"{path} has no array 'x' (found: {', '.join(arrays.files)}); save images as x=uint8 (N, H, W[, C])")
+    has_test = "x_test" in arrays
+    xkey, ykey = ("x_test", "y_test") if (split == "test" and has_test) else ("x", "y")
+    x, y = arrays[xkey], arrays[ykey] if ykey in arrays else None
+    if x.dtype != np.uint8:
+        raise DatasetError(f"{path}: '{xkey}' has dtype {x.dtype}; convert to uint8 in 0..255 (e.g. (x * 255).round().astype('uint8'))")
+    if x.ndim == 3:
+        x = x[:, None]
+    elif x.ndim == 4 and x.shape[-1] in (1, 3):
+        x = x.transpose(0, 3, 1, 2)
+    else:
+        raise DatasetError(f"{path}: '{xkey}' has shape {x.shape}; expected (N, H, W) or (N, H, W, C) with C in 1, 3")
+    if x.shape[-1] != x.shape[-2]:
+        raise DatasetError(f"{path}: images are {x.shape[-2]}x{x.shape[-1]}; only square images are supported, crop or pad them")
+    if y is not None and (y.ndim != 1 or len(y) != len(x)):
+        raise DatasetError(f"{path}: '{ykey}' has shape {y.shape} but '{xkey}' holds {len(x)} images; expected ({len(x)},)")
+    images = torch.from_numpy(np.ascontiguousarray(x))
+    labels = None if y is None else torch.from_numpy(y.astype(np.int64))
+    data = TensorImages(images, labels, f"npz:{path}")
+    return data if has_test or split == "all" else data.subset(_holdout_split(len(data), split))
+
+
+def load_folder(path: Path, split: Split, image_size: int | None, channels: int | None,
+                skip_corrupt: bool = False) -> FolderImages:
+    """Class sub-folders (labeled) or a flat folder (unlabeled); ``train/`` and ``test/`` if present."""
+    if not path.is_dir():
+        raise DatasetError(f"folder {path} does not exist; check the path after `folder:`")
+    has_splits = (path / "train").is_dir() and (path / "test").is_dir()
+    base = path / split if has_splits and split != "all" else path
+    files = sorted(p for p in base.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
+    if not files:
+        raise DatasetError(f"no images ({', '.join(sorted(IMAGE_SUFFIXES))}) found under {base}")
+    parents = {f.parent for f in files}
+    labeled = base not in parents and all(f.parent.parent == base for f in files)
+    classes = sorted({f.parent.name for f in files}) if labeled else []
+    labels = [classes.index(f.parent.name) for f in files] if labeled else None
+    if not has_splits:
+        idx = _holdout_split(len(files), split).tolist()
+        files = [files[i] for i in idx]
+        labels = None if labels is None else [labels[i] for i in idx]
+    if channels is None:
+        channels = _guess_channels(files[0])
+    return FolderImages(files, labels, classes, f"folder:{path}", image_size or 64, channels, skip_corrupt)
+
+
+def _guess_channels(path: Path) -> int:
+    from PIL import Image
+
+    try:
+        with Image.open(path) as img:
+            return 1 if img.mode in ("L", "1", "I;16", "I") else 3
+    except OSError:
+        return 3

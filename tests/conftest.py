@@ -1,0 +1,40 @@
+"""Shared fixtures: tiny configs and runs on real (small) data, so tests stay fast on 2 CPU cores."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("PROBCL_NO_PROGRESS", "1")
+
+
+def tiny_overrides(run_dir, **extra) -> dict:
+    """Dotted overrides for a seconds-long run on scikit-learn's digits (28x28, 1257 train images)."""
+    overrides = {
+        "run_dir": str(run_dir),
+        "data.dataset": "digits",
+        "model.backbone": "cnn",
+        "model.width": 4,
+        "model.proj_hidden": 16,
+        "model.proj_out": 8,
+        "train.epochs": 1,
+        "train.batch_size": 32,
+        "train.limit_train_batches": 4,
+        "train.monitor_train_samples": 300,
+        "train.monitor_test_samples": 200,
+        "train.progress_bar": False,
+    }
+    overrides.update(extra)
+    return overrides
+
+
+@pytest.fixture
+def tiny_config(tmp_path):
+    """Factory: ``tiny_config(method="simclr", **dotted_overrides)`` -> validated Config."""
+    from probcl.config import load_config
+
+    def make(method: str = "simclr", run_name: str = "run", **extra):
+        overrides = tiny_overrides(tmp_path / run_name, method=method, **extra)
+        return load_config(None, overrides)
+
+    return make

@@ -1,0 +1,50 @@
+"""kNN and linear probe: near-perfect on separable data, chance on random labels, agree with sklearn."""
+import torch
+from sklearn.linear_model import LogisticRegression
+from sklearn.neighbors import KNeighborsClassifier
+from sklearn.preprocessing import StandardScaler
+
+from probcl.eval.knn import plain_knn_predict, topk_accuracy, weighted_knn_scores
+from probcl.eval.linear import linear_probe
+
+
+def blobs(n_per_class=60, classes=5, dim=16, spread=0.3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    centers = torch.randn(classes, dim, generator=g) * 3
+    y = torch.arange(classes).repeat_interleave(n_per_class)
+    x = centers[y] + spread * torch.randn(len(y), dim, generator=g)
+    return x, y
+
+
+def test_separable_set_is_classified_perfectly():
+    xtr, ytr = blobs(seed=0)
+    xte, yte = blobs(seed=0, n_per_class=20)
+    xte = xte + 0.01
+    assert topk_accuracy(weighted_knn_scores(xtr, ytr, xte, 5, k=20), yte)["top1"] == 100.0
+    assert (plain_knn_predict(xtr, ytr, xte, 5, k=5) == yte).all()
+    result, _ = linear_probe(xtr, ytr, xte, yte, 5)
+    assert result["top1"] == 100.0 and result["top5"] == 100.0
+
+
+def test_random_labels_give_chance():
+    g = torch.Generator().manual_seed(1)
+    xtr, xte = torch.randn(2000, 8, generator=g), torch.randn(1000, 8, generator=g)
+    ytr, yte = torch.randint(0, 4, (2000,), generator=g), torch.randint(0, 4, (1000,), generator=g)
+    knn = topk_accuracy(weighted_knn_scores(xtr, ytr, xte, 4, k=50), yte)["top1"]
+    lin, _ = linear_probe(xtr, ytr, xte, yte, 4)
+    for acc in (knn, lin["top1"]):
+        assert 20.0 < acc < 31.0  # 25% +- ~4 standard errors
+
+
+def test_agreement_with_sklearn():
+    xtr, ytr = blobs(spread=2.5, seed=2)
+    xte, yte = blobs(spread=2.5, seed=3, n_per_class=40)
+    plain = plain_knn_predict(xtr, ytr, xte, 5, k=7)
+    ref = KNeighborsClassifier(n_neighbors=7).fit(xtr.numpy(), ytr.numpy()).predict(xte.numpy())
+    assert (plain.numpy() == ref).mean() > 0.97  # only vote ties may be broken differently
+    result, probe = linear_probe(xtr, ytr, xte, yte, 5, l2_grid=(1e-3,))
+    scaler = StandardScaler().fit(xtr.numpy())
+    # sklearn minimises C * sum CE + 1/2 ||W||^2; ours mean CE + l2/2 ||W||^2  =>  C = 1 / (n * l2)
+    sk = LogisticRegression(C=1.0 / (len(xtr) * 1e-3), max_iter=5000, tol=1e-10).fit(scaler.transform(xtr.numpy()), ytr.numpy())
+    ours = probe.logits(xte).argmax(1).numpy()
+    assert (ours == sk.predict(scaler.transform(xte.numpy()))).mean() > 0.98
