@@ -9,7 +9,7 @@ from probcl.config import ConfigError, parse_override_value
 PACKAGE_ROOT = Path(__file__).resolve().parent
 # Short flags that stand for config keys.
 ALIASES = {
-    "--method": "method", "--run-dir": "run_dir", "--init": "init",
+    "--method": "method", "--run-dir": "run_dir", "--init": "init", "--base": "method_args.base",
     "--dataset": "data.dataset", "--data-root": "data.root", "--download": "data.download",
     "--train-subset": "data.train_subset",
     "--epochs": "train.epochs", "--batch-size": "train.batch_size", "--seed": "train.seed",

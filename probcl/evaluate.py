@@ -35,11 +35,24 @@ def evaluate_run(run_dir: str | Path, suites: list[str], device: str = "auto", b
     return {k: results[k] for k in results if k.split("@")[0] in names}
 
 
+PLOT_DATA_KEYS = ("protocol", "histograms", "bins", "curves", "plot")  # not metrics: skipped by scalar_metrics
+
+
+def scalar_metrics(result: dict, prefix: str = "") -> dict[str, float]:
+    """The numeric leaves of a (nested) suite result as {"dotted.path": value}; protocol and plot data skipped."""
+    out: dict[str, float] = {}
+    for key, value in result.items():
+        if key in PLOT_DATA_KEYS:
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(scalar_metrics(value, f"{name}."))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = float(value)
+    return out
+
+
 def format_table(results: dict) -> list[tuple[str, str, str]]:
     """Rows (suite, metric, value) of the scalar results, for printing."""
-    rows = []
-    for suite, result in results.items():
-        for metric, value in result.items():
-            if metric != "protocol" and isinstance(value, (int, float)) and value is not None:
-                rows.append((suite, metric, f"{value:.2f}"))
-    return rows
+    return [(suite, metric, f"{value:.4g}") for suite, result in results.items()
+            for metric, value in scalar_metrics(result).items()]

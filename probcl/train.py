@@ -15,6 +15,7 @@ import torch
 import yaml
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.utilities.rank_zero import rank_zero_only
+from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
 from torch.utils.data import DataLoader
@@ -209,6 +210,9 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
         log_every_n_steps=max(1, min(10, len(loader))), enable_progress_bar=t.progress_bar, enable_model_summary=False,
         num_sanity_val_steps=0,
     )
+    if t.sync_batchnorm and trainer.world_size > 1 and isinstance(trainer.accelerator, CPUAccelerator):
+        raise ConfigError("train.sync_batchnorm needs GPUs (torch's SyncBatchNorm has no CPU kernel); drop "
+                          "--sync-batchnorm on CPU (MoCo keeps method_args.shuffle_bn instead)")
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*does not have many workers.*")
         warnings.filterwarnings("ignore", ".*LeafSpec.*")

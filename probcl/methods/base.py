@@ -96,6 +96,11 @@ class SSLMethod(pl.LightningModule):
     def after_optimizer_step(self) -> None:
         """Hook for momentum/EMA updates, queues and banks (runs after every optimiser step)."""
 
+    @classmethod
+    def prepare_config(cls, cfg: Config) -> Config:
+        """Complete ``cfg`` before a run starts (e.g. from a pretrained encoder); config.yaml records the result."""
+        return cfg
+
     # ----------------------------------------------------------------- public API
     def embed(self, images: torch.Tensor) -> torch.Tensor:
         """Backbone features (N, feature_dim) of uint8 or [0, 1] float images."""

@@ -32,3 +32,11 @@ def projection_head(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int 
 def predictor_head(dim: int, hidden_dim: int) -> nn.Sequential:
     """BYOL/SimSiam predictor q: dim -> hidden (BN, ReLU) -> dim."""
     return mlp(dim, hidden_dim, dim, 2, batch_norm=True)
+
+
+def temperature_head(in_dim: int) -> nn.Linear:
+    """TaU post-hoc temperature head: a linear map from frozen features to one raw scalar u, zero at start."""
+    head = nn.Linear(in_dim, 1)
+    nn.init.zeros_(head.weight)
+    nn.init.zeros_(head.bias)
+    return head

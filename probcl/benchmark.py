@@ -1,0 +1,324 @@
+"""`probcl benchmark`: a grid of pretraining runs (methods x seeds [x batch sizes]) under one budget,
+each evaluated with the same suites, summarised in ``results.json``, ``report.md`` and ``report.html``.
+
+A cell's config is the base preset, then the method's preset (its ``method``/``method_args`` win),
+then the benchmark's ``overrides`` (the shared budget), then the method's own overrides, then the
+cell's seed, batch size and run directory ``OUT/cells/<method>-s<seed>[-b<batch>]``. Cells are
+resumable: a trained cell (``cell.json`` with the same config) is not retrained, and suites
+already in its ``eval.json`` are not re-run.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import torch
+import yaml
+
+from probcl.config import Config, ConfigError, from_dict, to_plain
+from probcl.io import atomic_write_json, read_json
+from probcl.runs import RunPaths
+
+DEFAULT_HEADLINE = {
+    "linear top-1 %": "linear/top1",
+    "kNN top-1 %": "knn/top1",
+    "AUROC digits (MSP)": "ood/sets.digits.msp.auroc",
+    "AUROC Gaussian noise (MSP)": "ood/sets.noise:gaussian.msp.auroc",
+    "AUROC uniform noise (MSP)": "ood/sets.noise:uniform.msp.auroc",
+    "ECE": "calibration/ece",
+    "FGSM 8/255 top-1 %": "adversarial/fgsm.eps8",
+    "mean corruption top-1 %": "corruptions/mean_top1",
+    "s / epoch": "train/seconds_per_epoch",
+}
+CELL_FILE = "cell.json"
+BASE_ONLY_KEYS = ("method", "method_args", "run_dir", "init")  # taken from the method preset, never the base
+
+
+@dataclass
+class BenchmarkEval:
+    """How every cell is evaluated."""
+
+    device: str = "auto"
+    batch_size: int = 512
+    max_train: Optional[int] = None  # seeded subset of training images for probes and kNN
+    data_root: Optional[str] = None
+
+
+@dataclass
+class BenchmarkConfig:
+    """A benchmark grid: which methods, seeds and batch sizes, one budget, which suites."""
+
+    title: str = "probcl benchmark"
+    description: str = ""  # budget and hardware notes, printed at the top of the report
+    out: str = "runs/benchmark"
+    base: Optional[str] = None  # preset giving shared settings
+    methods: dict = field(default_factory=dict)  # label -> preset path, or {config: path, overrides: {...}}
+    overrides: dict = field(default_factory=dict)  # dotted keys applied to every cell: the common budget
+    seeds: list[int] = field(default_factory=lambda: [0])
+    batch_sizes: Optional[list[int]] = None  # optional extra grid axis
+    dataset: Optional[str] = None
+    suites: list[str] = field(default_factory=lambda: ["linear", "knn"])
+    suite_options: dict = field(default_factory=dict)  # {suite: {option: value}}
+    reference: Optional[str] = None  # method label: reference run for `efficiency` and `corruptions` (mCE)
+    ensemble: bool = False  # `ood` deep ensemble over each method's seeds
+    headline: dict = field(default_factory=lambda: dict(DEFAULT_HEADLINE))  # column title -> "suite/metric"
+    eval: BenchmarkEval = field(default_factory=BenchmarkEval)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid point."""
+
+    method: str
+    seed: int
+    batch_size: Optional[int] = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.method}-s{self.seed}" + (f"-b{self.batch_size}" if self.batch_size else "")
+
+    @property
+    def group(self) -> str:
+        """The cell's row in the report: seeds are aggregated, batch sizes are not."""
+        return self.method + (f" (batch {self.batch_size})" if self.batch_size else "")
+
+
+# ----------------------------------------------------------------------------- configuration
+
+def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
+    """Parse and validate a benchmark YAML; returns it and the folder its relative preset paths start from."""
+    from probcl.cli_support import resolve_config_path
+    from probcl.eval import SUITES
+
+    path = resolve_config_path(str(path))
+    try:
+        tree = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"benchmark file {path} is not valid YAML: {e}") from None
+    bench = from_dict(BenchmarkConfig, tree, "benchmark")
+    if not bench.methods:
+        raise ConfigError(f"{path}: `methods` is empty; give at least one `label: preset` entry")
+    if not bench.seeds:
+        raise ConfigError(f"{path}: `seeds` is empty")
+    if bench.reference is not None and bench.reference not in bench.methods:
+        raise ConfigError(f"{path}: reference {bench.reference!r} is not one of the methods ({', '.join(bench.methods)})")
+    if bench.suites == ["all"]:
+        bench.suites = SUITES.names()
+    for suite in list(bench.suites) + list(bench.suite_options):
+        SUITES.get(suite)
+    return bench, Path(path).parent
+
+
+def grid(bench: BenchmarkConfig) -> list[Cell]:
+    """All cells, the reference method's first (so others can reuse its results)."""
+    methods = sorted(bench.methods, key=lambda m: m != bench.reference)
+    return [Cell(m, s, b) for m in methods for b in (bench.batch_sizes or [None]) for s in bench.seeds]
+
+
+def _preset_tree(name: str, base_dir: Path) -> dict:
+    from probcl.cli_support import resolve_config_path
+
+    local = base_dir / name
+    path = local if local.is_file() else resolve_config_path(name)
+    try:
+        return yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"preset {path} is not valid YAML: {e}") from None
+
+
+def merge_into(tree: dict, updates: dict) -> dict:
+    """Deep-merge ``updates`` (keys may be dotted: ``train.epochs``) into ``tree``; lists are replaced."""
+    for key, value in updates.items():
+        *parents, leaf = str(key).split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"cannot set {key}: {part} is not a section")
+        if isinstance(value, dict) and isinstance(node.get(leaf), dict):
+            merge_into(node[leaf], value)
+        else:
+            node[leaf] = copy.deepcopy(value)
+    return tree
+
+
+def _method_spec(bench: BenchmarkConfig, label: str) -> tuple[str, dict]:
+    spec = bench.methods[label]
+    if isinstance(spec, str):
+        return spec, {}
+    if isinstance(spec, dict) and isinstance(spec.get("config"), str):
+        unknown = set(spec) - {"config", "overrides"}
+        if unknown:
+            raise ConfigError(f"methods.{label}: unknown key(s) {', '.join(sorted(unknown))}; valid: config, overrides")
+        return spec["config"], dict(spec.get("overrides") or {})
+    raise ConfigError(f"methods.{label} must be a preset path or {{config: PATH, overrides: {{...}}}}, got {spec!r}")
+
+
+def cell_config(bench: BenchmarkConfig, cell: Cell, root: Path, base_dir: Path) -> Config:
+    """The validated pretraining config of one cell."""
+    tree: dict = {}
+    if bench.base:
+        base = _preset_tree(bench.base, base_dir)
+        merge_into(tree, {k: v for k, v in base.items() if k not in BASE_ONLY_KEYS})
+    preset, method_overrides = _method_spec(bench, cell.method)
+    merge_into(tree, _preset_tree(preset, base_dir))
+    merge_into(tree, bench.overrides)
+    merge_into(tree, method_overrides)
+    cell_keys: dict[str, Any] = {"run_dir": str(root / "cells" / cell.name), "train.seed": cell.seed}
+    if cell.batch_size:
+        cell_keys["train.batch_size"] = cell.batch_size
+    if bench.dataset:
+        cell_keys["data.dataset"] = bench.dataset
+    merge_into(tree, cell_keys)
+    try:
+        return from_dict(Config, tree).validate()
+    except ConfigError as e:
+        raise ConfigError(f"cell {cell.name}: {e}") from None
+
+
+# ----------------------------------------------------------------------------- running
+
+def hardware() -> dict:
+    """What the benchmark ran on."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    return {"cpu": cpu, "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "torch": torch.__version__, "python": platform.python_version(), "platform": platform.platform()}
+
+
+def train_cell(cfg: Config) -> dict:
+    """Pretrain one cell unless ``cell.json`` records it done with this config; returns its training record."""
+    from probcl.methods import TrainingDivergedError
+    from probcl.train import pretrain
+
+    paths = RunPaths(Path(cfg.run_dir))
+    record_path = paths.root / CELL_FILE
+    record = read_json(record_path)
+    wanted = to_plain(cfg.to_dict())
+    if record is not None:
+        if record["config"] != wanted:
+            raise ConfigError(f"{paths.root} was trained with a different config; delete that folder or use another --out")
+        if record.get("error") or paths.last.exists():
+            return record
+    start_epoch = int(torch.load(paths.last, map_location="cpu", weights_only=False).get("epoch", 0)) \
+        if paths.last.exists() else 0
+    start = time.perf_counter()
+    record = {"config": wanted, "started_at_epoch": start_epoch}
+    try:
+        pretrain(cfg)
+    except TrainingDivergedError as e:
+        record["error"] = str(e)
+    seconds = time.perf_counter() - start
+    epochs = max(1, cfg.train.epochs - start_epoch)
+    record.update(seconds=round(seconds, 2), epochs=cfg.train.epochs, seconds_per_epoch=round(seconds / epochs, 2),
+                  timing="wall time of the pretraining call (data loading, training, per-epoch monitor)")
+    atomic_write_json(record_path, record)
+    return record
+
+
+def cell_suite_options(bench: BenchmarkConfig, cell: Cell, root: Path) -> dict:
+    """The benchmark's suite options plus the cell's reference run and ensemble members."""
+    options = copy.deepcopy(bench.suite_options)
+    cells_dir = root / "cells"
+    if bench.reference:
+        ref = cells_dir / Cell(bench.reference, cell.seed, cell.batch_size).name
+        for suite in ("efficiency", "corruptions"):
+            if suite in bench.suites:
+                options.setdefault(suite, {}).setdefault("reference", str(ref))
+    if bench.ensemble and "ood" in bench.suites and len(bench.seeds) > 1:
+        others = [str(cells_dir / Cell(cell.method, s, cell.batch_size).name) for s in bench.seeds if s != cell.seed]
+        options.setdefault("ood", {}).setdefault("runs", others)
+    return options
+
+
+def evaluate_cell(bench: BenchmarkConfig, cell: Cell, root: Path) -> list[str]:
+    """Run the suites missing from the cell's eval.json; returns their names."""
+    from probcl.evaluate import evaluate_run
+
+    run_dir = root / "cells" / cell.name
+    done = read_json(RunPaths(run_dir).eval, {})
+    missing = [s for s in bench.suites if s not in done]
+    if missing:
+        e = bench.eval
+        evaluate_run(run_dir, missing, e.device, e.batch_size, "backbone", e.max_train, e.data_root,
+                     cell_suite_options(bench, cell, root))
+    return missing
+
+
+def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
+    """results.json content: every cell's scalar metrics and, per group, their mean/std over seeds."""
+    from probcl.evaluate import scalar_metrics
+
+    rows = []
+    for cell in cells:
+        run_dir = root / "cells" / cell.name
+        record = read_json(run_dir / CELL_FILE, {})
+        metrics = {}
+        for suite, result in read_json(RunPaths(run_dir).eval, {}).items():
+            metrics.update({f"{suite}/{k}": v for k, v in scalar_metrics(result).items()})
+        if "seconds_per_epoch" in record:
+            metrics["train/seconds_per_epoch"] = record["seconds_per_epoch"]
+        rows.append({"name": cell.name, "group": cell.group, "method": cell.method,
+                     "method_name": record.get("config", {}).get("method"), "seed": cell.seed,
+                     "batch_size": record.get("config", {}).get("train", {}).get("batch_size"),
+                     "run_dir": str(Path("cells") / cell.name), "error": record.get("error"),
+                     "train": {k: record.get(k) for k in ("seconds", "epochs", "seconds_per_epoch", "started_at_epoch")},
+                     "metrics": metrics})
+    groups: dict[str, dict] = {}
+    for row in rows:
+        group = groups.setdefault(row["group"], {"method": row["method"], "cells": [], "metrics": {}})
+        group["cells"].append(row["name"])
+    for name, group in groups.items():
+        members = [r for r in rows if r["group"] == name and not r["error"]]
+        keys = dict.fromkeys(k for r in members for k in r["metrics"])
+        for key in keys:
+            values = [r["metrics"][key] for r in members if key in r["metrics"]]
+            group["metrics"][key] = {"mean": statistics.fmean(values), "n": len(values),
+                                     "std": statistics.stdev(values) if len(values) > 1 else None}
+    return {"title": bench.title, "description": bench.description,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "hardware": hardware(),
+            "config": to_plain(bench), "cells": rows, "groups": groups}
+
+
+def run_benchmark(bench: BenchmarkConfig, base_dir: Path, out: Optional[str | Path] = None,
+                  log: Callable[[str], None] = print) -> Path:
+    """Train and evaluate every cell (skipping finished work), then write results.json and the reports."""
+    root = Path(out or bench.out)
+    cells = grid(bench)
+    configs = {cell: cell_config(bench, cell, root, base_dir) for cell in cells}  # every error before any work
+    for i, cell in enumerate(cells, 1):
+        record = train_cell(configs[cell])
+        status = f"failed: {record['error'].splitlines()[0]}" if record.get("error") else f"{record['seconds_per_epoch']} s/epoch"
+        log(f"[{i}/{len(cells)}] trained {cell.name}: {status}")
+    for i, cell in enumerate(cells, 1):
+        if read_json(root / "cells" / cell.name / CELL_FILE, {}).get("error"):
+            continue
+        ran = evaluate_cell(bench, cell, root)
+        log(f"[{i}/{len(cells)}] evaluated {cell.name}: {', '.join(ran) if ran else 'nothing to do'}")
+    return rebuild_report(bench, root, log)
+
+
+def rebuild_report(bench: BenchmarkConfig, out: Optional[str | Path] = None, log: Callable[[str], None] = print) -> Path:
+    """Write results.json, report.md and report.html from the cells present under the output folder."""
+    from probcl.report.benchmark_report import write_report
+
+    root = Path(out or bench.out)
+    cells = [c for c in grid(bench) if (root / "cells" / c.name / CELL_FILE).exists()]
+    if not cells:
+        raise ConfigError(f"no trained cell under {root / 'cells'}; run `probcl benchmark` without --report-only first")
+    results = collect(bench, cells, root)
+    atomic_write_json(root / "results.json", results)
+    md, html_path = write_report(results, root, bench.headline)
+    log(f"results in {root / 'results.json'}, report in {md} and {html_path}")
+    return root

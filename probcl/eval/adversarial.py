@@ -1,0 +1,100 @@
+"""Adversarial robustness of encoder + linear probe, attacked end to end in [0, 1] pixel space.
+
+FGSM (VEM appendix E.2): x_adv = clip(x + eps * sign(grad_x CE(f(x), y)), 0, 1).
+PGD (Madry et al. 2018), L-inf: random start in the eps-ball, ``steps`` signed-gradient steps of
+size 2.5 eps / steps, each followed by projection onto the eps-ball and [0, 1].
+Robust accuracy counts an image as correct only if it is classified correctly both clean and
+attacked (the AutoAttack convention), so robust accuracy never exceeds clean accuracy.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+
+from probcl.eval.inputs import as_list, id_test_images
+from probcl.eval.linear import LinearProbe
+from probcl.eval.suites import SUITES, EvalContext
+
+Forward = Callable[[torch.Tensor], torch.Tensor]
+
+
+def input_gradient(forward: Forward, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """grad_x of the summed cross-entropy of ``forward(x)`` (model parameters get no gradient)."""
+    x = x.detach().requires_grad_(True)
+    loss = F.cross_entropy(forward(x), y, reduction="sum")
+    return torch.autograd.grad(loss, x)[0]
+
+
+def fgsm(forward: Forward, x: torch.Tensor, y: torch.Tensor, eps: float) -> torch.Tensor:
+    """One signed-gradient step of size eps, clipped to [0, 1]."""
+    return (x + eps * input_gradient(forward, x, y).sign()).clamp(0, 1).detach()
+
+
+def pgd(forward: Forward, x: torch.Tensor, y: torch.Tensor, eps: float, steps: int = 10,
+        step_size: Optional[float] = None, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+    """L-inf PGD with a uniform random start; stays in the eps-ball around x and in [0, 1]."""
+    step_size = 2.5 * eps / steps if step_size is None else step_size
+    start = (torch.rand(x.shape, generator=generator) * 2 - 1).to(x) * eps
+    x_adv = (x + start).clamp(0, 1)
+    for _ in range(steps):
+        x_adv = x_adv + step_size * input_gradient(forward, x_adv, y).sign()
+        x_adv = torch.min(torch.max(x_adv, x - eps), x + eps).clamp(0, 1).detach()
+    return x_adv
+
+
+def robust_correct(forward: Forward, attack: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+                   x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(clean correct, robustly correct) boolean masks; robust means correct clean and attacked."""
+    with torch.no_grad():
+        clean = forward(x).argmax(1) == y
+    x_adv = attack(x, y)
+    with torch.no_grad():
+        attacked = forward(x_adv).argmax(1) == y
+    return clean, clean & attacked
+
+
+def _probe_on(probe: LinearProbe, device: torch.device) -> LinearProbe:
+    return LinearProbe(**{f.name: getattr(probe, f.name).to(device) for f in dataclasses.fields(probe)})
+
+
+@SUITES.register("adversarial")
+def adversarial_suite(ctx: EvalContext, eps=(4, 8), pgd_steps: int = 10, max_images: Optional[int] = 1000,
+                      seed: int = 0) -> dict:
+    """Clean, FGSM and PGD robust top-1 (%) of encoder + linear probe; eps in units of 1/255."""
+    if ctx.feature_layer == "pixels":
+        raise ValueError("the adversarial suite attacks the encoder; use --features backbone or projection")
+    data, _ = id_test_images(ctx, max_images, seed)
+    _, probe = ctx.linear_probe()
+    probe = _probe_on(probe, ctx.torch_device)
+    embed = ctx.embed_fn()
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        return probe.logits(embed(x))
+
+    eps_values = [float(e) for e in as_list(eps)]
+    generator = torch.Generator().manual_seed(seed)
+    attacks = {"clean": lambda x, y: x}
+    for e in eps_values:
+        attacks[f"fgsm/eps{e:g}"] = lambda x, y, e=e: fgsm(forward, x, y, e / 255)
+        attacks[f"pgd/eps{e:g}"] = lambda x, y, e=e: pgd(forward, x, y, e / 255, pgd_steps, generator=generator)
+    correct = {name: 0 for name in attacks}
+    labels = data.labels()
+    for start in range(0, len(data), ctx.batch_size):
+        x = data.images[start:start + ctx.batch_size].to(ctx.torch_device).float() / 255.0
+        y = labels[start:start + ctx.batch_size].to(ctx.torch_device)
+        for name, attack in attacks.items():
+            correct[name] += int(robust_correct(forward, attack, x, y)[1].sum())
+    top1 = {name: 100.0 * c / len(data) for name, c in correct.items()}
+    result: dict = {"clean_top1": top1["clean"], "fgsm": {}, "pgd": {}}
+    for name, value in top1.items():
+        if name != "clean":
+            kind, label = name.split("/")
+            result[kind][label] = value
+    result["protocol"] = ctx.protocol(
+        images=len(data), eps=[f"{e:g}/255" for e in eps_values], pgd=f"{pgd_steps} steps of 2.5*eps/{pgd_steps}, "
+        f"random start, seed {seed}", space="[0, 1] pixels, clipped", loss="cross-entropy of the linear probe",
+        robust="correct clean and attacked", probe="offline linear probe of the `linear` suite")
+    return result

@@ -1,0 +1,109 @@
+"""Calibration of the linear probe's predictions: ECE, MCE (VEM appendix F), Brier score, NLL,
+reliability diagram, and temperature scaling (Guo et al. 2017) fitted on a held-out split.
+
+Confidences are binned into M equal-width bins [0, 1/M), ..., [(M-1)/M, 1]; a confidence of
+exactly 0 falls in the first bin and exactly 1 in the last.
+"""
+from __future__ import annotations
+
+import math
+import torch
+import torch.nn.functional as F
+
+from probcl.eval.suites import SUITES, EvalContext
+
+N_BINS = 20  # VEM appendix F: M = 20
+
+
+def reliability_bins(confidence: torch.Tensor, correct: torch.Tensor, n_bins: int = N_BINS) -> dict[str, list]:
+    """Per-bin sample count, accuracy acc(B_m) (eq. 16) and mean confidence conf(B_m) (eq. 17);
+    empty bins have count 0 and accuracy/confidence 0."""
+    confidence = confidence.double().flatten()
+    correct = correct.double().flatten()
+    inner_edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)[1:-1]
+    index = torch.bucketize(confidence, inner_edges, right=True)
+    count = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, index, torch.ones_like(confidence))
+    acc = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, index, correct) / count.clamp_min(1)
+    conf = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, index, confidence) / count.clamp_min(1)
+    return {"count": count.long().tolist(), "accuracy": acc.tolist(), "confidence": conf.tolist()}
+
+
+def calibration_errors(bins: dict[str, list]) -> tuple[float, float]:
+    """(ECE, MCE): sum_m |B_m|/n |acc - conf| (eq. 18) and max over non-empty bins of |acc - conf| (eq. 19)."""
+    count = torch.tensor(bins["count"], dtype=torch.float64)
+    gap = (torch.tensor(bins["accuracy"], dtype=torch.float64) - torch.tensor(bins["confidence"], dtype=torch.float64)).abs()
+    if count.sum() == 0:
+        raise ValueError("calibration errors need at least one prediction")
+    return float((count / count.sum() * gap).sum()), float(gap[count > 0].max())
+
+
+def brier_score(probs: torch.Tensor, labels: torch.Tensor) -> float:
+    """Multi-class Brier score: mean over samples of sum_c (p_c - 1[y = c])^2 (range 0..2)."""
+    onehot = F.one_hot(labels, probs.shape[1]).to(probs)
+    return float(((probs - onehot) ** 2).sum(1).mean())
+
+
+def calibration_metrics(logits: torch.Tensor, labels: torch.Tensor, n_bins: int = N_BINS) -> dict:
+    """Top-1 (%), ECE, MCE, Brier, NLL and the reliability bins of softmax(logits)."""
+    logits = logits.double()
+    probs = logits.softmax(1)
+    confidence, predicted = probs.max(1)
+    bins = reliability_bins(confidence, predicted == labels, n_bins)
+    ece, mce = calibration_errors(bins)
+    return {"top1": 100.0 * float((predicted == labels).double().mean()), "ece": ece, "mce": mce,
+            "brier": brier_score(probs, labels), "nll": float(F.cross_entropy(logits, labels)), "bins": bins}
+
+
+def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, bounds: tuple[float, float] = (0.01, 100.0)) -> float:
+    """The temperature T minimising the NLL of softmax(logits / T) (bounded 1-D search in log T)."""
+    from scipy.optimize import minimize_scalar
+
+    logits = logits.double()
+
+    def nll(log_t: float) -> float:
+        return float(F.cross_entropy(logits / math.exp(log_t), labels))
+
+    result = minimize_scalar(nll, bounds=(math.log(bounds[0]), math.log(bounds[1])), method="bounded",
+                             options={"xatol": 1e-6})
+    return math.exp(result.x)
+
+
+@SUITES.register("calibration")
+def calibration_suite(ctx: EvalContext, bins: int = N_BINS, temperature_scaling: bool = True,
+                      holdout: float = 0.5, seed: int = 0, plot: bool = True) -> dict:
+    """ECE/MCE (M bins), Brier, NLL of the linear probe on the test set, a reliability diagram, and
+    before/after temperature scaling (T fitted on a held-out part of the test set, metrics on the rest)."""
+    _, probe = ctx.linear_probe()
+    test_f, test_y = ctx.features("test")
+    logits = probe.logits(test_f)
+    result = calibration_metrics(logits, test_y, bins)
+    if temperature_scaling:
+        result["temperature_scaling"] = _temperature_scaling(logits, test_y, bins, holdout, seed)
+    if plot:
+        from probcl.report.plots import reliability_diagram
+
+        suffix = "" if ctx.feature_layer == "backbone" else f"-{ctx.feature_layer}"
+        path = reliability_diagram(result["bins"], ctx.paths.plots / f"reliability{suffix}.png",
+                                   f"{ctx.model.cfg.method}: ECE {result['ece']:.3f}, MCE {result['mce']:.3f}")
+        result["plot"] = str(path)
+    result["protocol"] = ctx.protocol(
+        bins=f"{bins} equal-width bins, confidence 0 -> first bin, 1 -> last bin", confidence="max softmax of the probe",
+        brier="mean_i sum_c (p_ic - y_ic)^2", probe="offline linear probe of the `linear` suite")
+    return result
+
+
+def _temperature_scaling(logits: torch.Tensor, labels: torch.Tensor, bins: int, holdout: float, seed: int) -> dict:
+    if not 0 < holdout < 1:
+        raise ValueError(f"calibration holdout must be in (0, 1), got {holdout}")
+    perm = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))
+    n_fit = max(1, int(round(holdout * len(labels))))
+    fit, rest = perm[:n_fit], perm[n_fit:]
+    if len(rest) == 0:
+        raise ValueError("calibration holdout leaves no test images to evaluate on; lower it")
+    temperature = fit_temperature(logits[fit], labels[fit])
+    before = calibration_metrics(logits[rest], labels[rest], bins)
+    after = calibration_metrics(logits[rest] / temperature, labels[rest], bins)
+    keep = ("ece", "mce", "brier", "nll")
+    return {"temperature": temperature, "before": {k: before[k] for k in keep}, "after": {k: after[k] for k in keep},
+            "protocol": f"T fitted (min NLL) on a seeded {holdout:.0%} of the test set (seed {seed}), "
+                        f"before/after measured on the other {len(rest)} images"}

@@ -1,0 +1,31 @@
+"""Few labels (CEB Table 2's label fractions): the linear probe fitted on a class-stratified, seeded
+1% / 10% of the training labels, evaluated on the full test set."""
+from __future__ import annotations
+
+from probcl.data.datasets import labeled_subset
+from probcl.eval.inputs import as_list
+from probcl.eval.linear import linear_probe
+from probcl.eval.suites import SUITES, EvalContext
+
+
+@SUITES.register("fewshot")
+def fewshot_suite(ctx: EvalContext, fractions=(0.01, 0.1), seed: int = 0) -> dict:
+    """Top-1/top-5 test accuracy (%) of linear probes trained on each fraction of the labels."""
+    train_f, train_y = ctx.features("train")
+    test_f, test_y = ctx.features("test")
+    result: dict = {}
+    labels_used = {}
+    for fraction in (float(f) for f in as_list(fractions)):
+        idx = labeled_subset(train_y, fraction, seed)
+        if len(idx) < 2 * ctx.num_classes:
+            raise ValueError(f"{fraction:g} of {len(train_y)} training labels is {len(idx)} images, too few to fit "
+                             f"and validate a probe for {ctx.num_classes} classes; raise --max-train or the fraction")
+        probe_result, _ = linear_probe(train_f[idx], train_y[idx], test_f, test_y, ctx.num_classes, seed=seed)
+        key = f"{100 * fraction:g}%"
+        result[key] = {k: v for k, v in probe_result.items() if k != "protocol"}
+        labels_used[key] = len(idx)
+    result["protocol"] = ctx.protocol(
+        labels=labels_used, subsets=f"class-stratified, at least one per class, seed {seed}",
+        probe="multinomial logistic regression (L-BFGS), L2 chosen on 10% of the labeled subset; "
+              "CEB fine-tunes instead, this is the linear-evaluation variant")
+    return result

@@ -1,0 +1,245 @@
+"""Out-of-distribution detection: metrics over outlier scores, the scores, and the ``ood`` suite.
+
+All scores are outlier scores (higher = more likely out-of-distribution). AUROC and AUPR-out
+take OOD as the positive class, AUPR-in takes in-distribution (ID) as positive with the
+negated score, and FPR95 is the fraction of OOD samples accepted (score <= t) at the
+smallest threshold t that accepts at least 95% of the ID samples. Ties are handled as in
+scikit-learn (one threshold per distinct score value).
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import typing
+from functools import partial
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from probcl.data.datasets import DatasetError, TensorImages
+from probcl.data.ood_sets import GENERATED, generated_set
+from probcl.eval.features import extract
+from probcl.eval.inputs import as_list, embed, id_test_images, subset_indices
+from probcl.eval.linear import LinearProbe
+from probcl.eval.outlier import knn_distance
+from probcl.eval.suites import SUITES, EvalContext
+
+# Real OOD sets tried by default for a training dataset (skipped with a note when not installed).
+DEFAULT_OOD_DATASETS = {
+    "fashion-mnist": ["digits", "mnist"], "mnist": ["fashion-mnist", "digits"], "digits": ["fashion-mnist"],
+    "cifar10": ["svhn", "cifar100"], "cifar100": ["svhn", "cifar10"], "stl10": ["svhn", "cifar10"],
+}
+TPR_LEVEL = 0.95
+
+
+# ----------------------------------------------------------------------------- metrics
+
+def _check_scores(id_scores, ood_scores) -> tuple[np.ndarray, np.ndarray]:
+    id_s = np.asarray(torch.as_tensor(id_scores).detach().cpu(), dtype=np.float64).ravel()
+    ood_s = np.asarray(torch.as_tensor(ood_scores).detach().cpu(), dtype=np.float64).ravel()
+    for name, s in (("in-distribution", id_s), ("out-of-distribution", ood_s)):
+        if s.size == 0:
+            raise ValueError(f"no {name} scores: OOD metrics need at least one sample of each class")
+        if not np.isfinite(s).all():
+            raise ValueError(f"{int((~np.isfinite(s)).sum())} {name} scores are NaN or infinite; "
+                             f"the score function failed on those images")
+    return id_s, ood_s
+
+
+def _binary_curve(scores: np.ndarray, positive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """True/false positive counts at each distinct threshold, from the highest score down."""
+    order = np.argsort(-scores, kind="mergesort")
+    scores, positive = scores[order], positive[order]
+    last_of_value = np.r_[np.nonzero(np.diff(scores))[0], len(scores) - 1]
+    tps = np.cumsum(positive)[last_of_value]
+    return tps, (last_of_value + 1) - tps
+
+
+def auroc(id_scores, ood_scores) -> float:
+    """Area under the ROC curve with OOD as the positive class (trapezoids; ties count one half)."""
+    id_s, ood_s = _check_scores(id_scores, ood_scores)
+    tps, fps = _binary_curve(np.r_[id_s, ood_s], np.r_[np.zeros(len(id_s)), np.ones(len(ood_s))])
+    tpr, fpr = np.r_[0.0, tps / len(ood_s)], np.r_[0.0, fps / len(id_s)]
+    return float(np.sum(np.diff(fpr) * (tpr[1:] + tpr[:-1]) / 2))
+
+
+def average_precision(scores: np.ndarray, positive: np.ndarray) -> float:
+    """Area under the precision-recall curve as a step sum: sum_n (R_n - R_{n-1}) P_n."""
+    tps, fps = _binary_curve(scores, positive)
+    precision, recall = tps / (tps + fps), tps / tps[-1]
+    return float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+
+
+def aupr(id_scores, ood_scores) -> tuple[float, float]:
+    """(AUPR-in, AUPR-out): ID positive with the negated score, and OOD positive."""
+    id_s, ood_s = _check_scores(id_scores, ood_scores)
+    is_ood = np.r_[np.zeros(len(id_s)), np.ones(len(ood_s))]
+    both = np.r_[id_s, ood_s]
+    return average_precision(-both, 1 - is_ood), average_precision(both, is_ood)
+
+
+def fpr_at_tpr(id_scores, ood_scores, level: float = TPR_LEVEL) -> float:
+    """Fraction of OOD scores <= t, for the smallest t with at least ``level`` of the ID scores <= t."""
+    id_s, ood_s = _check_scores(id_scores, ood_scores)
+    count = max(1, math.ceil(level * len(id_s) - 1e-9))
+    threshold = np.sort(id_s)[count - 1]
+    return float(np.mean(ood_s <= threshold))
+
+
+def ood_metrics(id_scores, ood_scores) -> dict[str, float]:
+    """AUROC, AUPR-in, AUPR-out and FPR95 of outlier scores."""
+    aupr_in, aupr_out = aupr(id_scores, ood_scores)
+    return {"auroc": auroc(id_scores, ood_scores), "aupr_in": aupr_in, "aupr_out": aupr_out,
+            "fpr95": fpr_at_tpr(id_scores, ood_scores)}
+
+
+# ----------------------------------------------------------------------------- scores
+
+def msp_score(logits: torch.Tensor) -> torch.Tensor:
+    """Negated maximum softmax probability (Hendrycks & Gimpel 2017)."""
+    return -logits.float().softmax(1).amax(1)
+
+
+def energy_score(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """Free energy E(x) = -T logsumexp(f(x)/T) of the logits (Liu et al. 2020)."""
+    return -temperature * torch.logsumexp(logits.float() / temperature, dim=1)
+
+
+def mc_dropout_probs(probe: LinearProbe, features: torch.Tensor, p: float, passes: int, seed: int = 0) -> torch.Tensor:
+    """Softmax outputs (passes, N, C) of the probe with dropout (rate p, inverted scaling) on its
+    standardized input features."""
+    if not 0 <= p < 1:
+        raise ValueError(f"dropout rate must be in [0, 1), got {p}")
+    generator = torch.Generator().manual_seed(seed)
+    z = (features.float() - probe.mean) / probe.std
+    out = []
+    for _ in range(passes):
+        keep = (torch.rand(z.shape, generator=generator) >= p).to(z) / (1 - p)
+        out.append(((z * keep) @ probe.weight.T + probe.bias).softmax(1))
+    return torch.stack(out)
+
+
+def entropy(probs: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy (nats) of categorical distributions along the last dimension."""
+    return -(probs * probs.clamp_min(1e-12).log()).sum(-1)
+
+
+def mutual_information(probs: torch.Tensor) -> torch.Tensor:
+    """BALD mutual information H[mean_t p_t] - mean_t H[p_t] of stacked predictions (T, N, C)."""
+    return entropy(probs.mean(0)) - entropy(probs).mean(0)
+
+
+def method_uncertainty_fns(model) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """The method's own per-image uncertainty functions: ``uncertainty``, or one per variant when the
+    method lists them in ``uncertainty_scores`` (e.g. TaU's ``neg_u`` / ``neg_u_squared``, passed as
+    ``score=``) or declares its ``score`` keyword as a Literal."""
+    if not getattr(model, "has_uncertainty", False):
+        return {}
+    parameter = inspect.signature(model.uncertainty).parameters.get("score")
+    if parameter is None:
+        return {"uncertainty": model.uncertainty}
+    hint = typing.get_type_hints(type(model).uncertainty).get("score")
+    choices = getattr(model, "uncertainty_scores", None) or (
+        typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else (parameter.default,))
+    return {f"uncertainty:{c}": partial(model.uncertainty, score=c) for c in choices}
+
+
+def histograms(scores: dict[str, torch.Tensor], bins: int) -> dict:
+    """Counts of each set's scores on shared equal-width bins (for the report's histograms)."""
+    values = torch.cat([s.flatten().float() for s in scores.values()])
+    lo, hi = values.min().item(), values.max().item()
+    hi = hi if hi > lo else lo + 1.0
+    edges = torch.linspace(lo, hi, bins + 1)
+    return {"edges": edges.tolist(),
+            "counts": {name: torch.histc(s.float(), bins, lo, hi).long().tolist() for name, s in scores.items()}}
+
+
+# ----------------------------------------------------------------------------- suite
+
+def ood_sets(ctx: EvalContext, specs: Optional[list], id_data: TensorImages, max_images: Optional[int],
+             seed: int) -> tuple[dict, dict]:
+    """Named OOD datasets (requested or default) and the default ones skipped because not installed."""
+    explicit = bool(specs)
+    if not explicit:
+        specs = DEFAULT_OOD_DATASETS.get(ctx.model.cfg.data.dataset, []) + list(GENERATED)
+    sets, skipped = {}, {}
+    for spec in specs:
+        if spec in GENERATED:
+            sets[spec] = generated_set(spec, id_data, seed)
+            continue
+        try:
+            data = ctx.dataset(spec, "test")
+        except DatasetError as e:
+            if explicit:
+                raise
+            skipped[spec] = str(e).split(". ")[0]
+            continue
+        if isinstance(data, TensorImages):
+            data = data.subset(subset_indices(len(data), max_images, seed))
+        sets[spec] = data
+    if not sets:
+        raise ValueError("no OOD set available; pass --option ood.datasets=noise:gaussian,inverted,...")
+    return sets, skipped
+
+
+def _probe_probs(member: EvalContext, id_idx: torch.Tensor, sets: dict) -> dict[str, torch.Tensor]:
+    _, probe = member.linear_probe()
+    feats = {"id": member.features("test")[0][id_idx]}
+    feats.update({name: embed(member, data, f"ensemble member features: {name}")[0] for name, data in sets.items()})
+    return {name: probe.logits(f).softmax(1) for name, f in feats.items()}
+
+
+@SUITES.register("ood")
+def ood_suite(ctx: EvalContext, datasets=None, max_images: Optional[int] = None, knn_k=(1, 10, 200),
+              mc_passes: int = 20, dropout: float = 0.2, runs=None, seed: int = 0, histogram_bins: int = 40) -> dict:
+    """AUROC, AUPR-in/out and FPR95 of every outlier score (probe MSP, energy, kNN distance, MC-dropout,
+    the method's uncertainty, a deep ensemble over ``runs``) against each OOD set."""
+    id_data, id_idx = id_test_images(ctx, max_images, seed)
+    sets, skipped = ood_sets(ctx, as_list(datasets), id_data, max_images, seed)
+    ks = [int(k) for k in as_list(knn_k)]
+    _, probe = ctx.linear_probe()
+    train_f = F.normalize(ctx.features("train")[0].float(), dim=1)
+    features = {"id": ctx.features("test")[0][id_idx]}
+    features.update({name: embed(ctx, data, f"features: {name}")[0] for name, data in sets.items()})
+    images = {"id": id_data, **sets}
+    scores: dict[str, dict[str, torch.Tensor]] = {name: {} for name in features}
+    uncertainty = method_uncertainty_fns(ctx.model)
+    for name, f in features.items():
+        logits = probe.logits(f)
+        scores[name]["msp"] = msp_score(logits)
+        scores[name]["energy"] = energy_score(logits)
+        for k in ks:
+            scores[name][f"knn{k}"] = knn_distance(train_f, F.normalize(f.float(), dim=1), k)
+        probs = mc_dropout_probs(probe, f, dropout, mc_passes, seed)
+        scores[name]["mc_dropout_entropy"] = entropy(probs.mean(0))
+        scores[name]["mc_dropout_mi"] = mutual_information(probs)
+        for score_name, fn in uncertainty.items():
+            scores[name][score_name] = extract(fn, images[name], ctx.batch_size, ctx.torch_device,
+                                               f"{score_name}: {name}")[0].flatten()
+    members = [EvalContext(Path(r), ctx.device, ctx.batch_size, ctx.feature_layer, ctx.max_train, ctx.data_root,
+                           ctx.seed) for r in as_list(runs)]
+    if members:
+        member_probs = [{name: probe.logits(f).softmax(1) for name, f in features.items()}]
+        member_probs += [_probe_probs(m, id_idx, sets) for m in members]
+        for name in features:
+            scores[name]["ensemble_msp"] = -torch.stack([p[name] for p in member_probs]).mean(0).amax(1)
+    score_names = list(scores["id"])
+    return {
+        "sets": {name: {s: ood_metrics(scores["id"][s], scores[name][s]) for s in score_names} for name in sets},
+        "histograms": {s: histograms({name: scores[name][s] for name in scores}, histogram_bins) for s in score_names},
+        "protocol": ctx.protocol(
+            positive="OOD (outlier scores: higher = more OOD)", fpr95=f"OOD accepted at {TPR_LEVEL:.0%} ID accepted",
+            id_images=len(id_data), ood_images={name: len(data) for name, data in sets.items()},
+            probe="offline linear probe of the `linear` suite", msp="-max softmax (Hendrycks & Gimpel 2017)",
+            energy="-logsumexp(logits), T=1 (Liu et al. 2020)",
+            knn=f"mean Euclidean distance to the k nearest L2-normalized training features, k in {ks}",
+            mc_dropout=f"dropout p={dropout} on the probe's standardized input, {mc_passes} passes; "
+                       f"entropy of the mean prediction and BALD mutual information",
+            method_uncertainty=list(uncertainty) or None,
+            ensemble_runs=[str(ctx.run_dir)] + [str(m.run_dir) for m in members] if members else None,
+            generated=f"{', '.join(GENERATED)} from the ID test images, seed {seed}",
+            skipped=skipped or None, seed=seed),
+    }

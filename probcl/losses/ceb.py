@@ -1,0 +1,111 @@
+"""Conditional Entropy Bottleneck pieces (Fischer 2020; CEB paper Sec. 2, appendix H).
+
+The variational CEB objective (Eq. 4) for a forward encoder e(z|x), a backward encoder
+b(z|y) and a decoder d(y|z) is, per sample,
+
+    beta * (log e(z|x) - log b(z|y)) - log d(y|z),      z ~ e(z|x),
+
+where the first bracket is a one-sample upper bound on the residual information
+I(X;Z|Y). With the CatGen decoder (Eq. 5-6) d(y|z) = b(z|y) / sum_k b(z|y_k) over K
+candidates, -log d(y|z) = H(Y|Z) bound and I(Y;Z) >= log K - H. C-SimCLR (Figure 5)
+applies this in both directions with vMF e (kappa_e) and b (kappa_b) whose mean
+directions are the normalized projections of the two views.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+import torch
+import torch.nn.functional as F
+
+from probcl.distributed import gather_with_grad, rank
+from probcl.distributions.vmf import VonMisesFisher, vmf_constants
+
+Candidates = Literal["cross-view", "both-views"]
+CANDIDATES: tuple[str, ...] = ("cross-view", "both-views")
+
+
+@dataclass
+class CEBTerms:
+    """A CEB loss and the batch means of its two information terms (nats)."""
+
+    loss: torch.Tensor
+    residual: Optional[torch.Tensor]  # I(X;Z|Y) upper bound; None in the deterministic limit kappa_e = inf
+    information: torch.Tensor  # I(Y;Z) lower bound (log K - CatGen cross-entropy)
+
+
+def vmf_precision(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32 or wider: in half precision vMF log-densities (hundreds of nats) lose whole nats."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
+def residual_information(e: torch.distributions.Distribution, b: torch.distributions.Distribution,
+                         z: torch.Tensor) -> torch.Tensor:
+    """log e(z|x) - log b(z|y), per sample: the one-sample bound on I(X;Z|Y) (Eq. 4)."""
+    return e.log_prob(z) - b.log_prob(z)
+
+
+def vmf_log_prob_matrix(z: torch.Tensor, locs: torch.Tensor, concentration: float) -> torch.Tensor:
+    """log vMF(z_i; locs_k, kappa) for all pairs, shape (len(z), len(locs)) (a matmul, not a broadcast)."""
+    return vmf_constants(z.shape[-1], float(concentration))[0] + concentration * (z @ locs.T)
+
+
+def catgen_information(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Per-sample I(Y;Z) bound log K - (-log d(y|z)) with the CatGen decoder softmax(logits) (Eq. 5-6).
+
+    K counts each row's candidates (entries that are not -inf).
+    """
+    num_candidates = torch.isfinite(logits).sum(1).to(logits.dtype)
+    return torch.log(num_candidates) - F.cross_entropy(logits, targets, reduction="none")
+
+
+def _sample_encoder(r_x: torch.Tensor, kappa_e: float) -> tuple[torch.Tensor, Optional[VonMisesFisher]]:
+    if math.isinf(kappa_e):  # e = delta(r_x): the SimCLR limit (Eq. 9)
+        return r_x, None
+    e = VonMisesFisher(r_x, kappa_e)
+    return e.rsample(), e
+
+
+def _c_simclr_direction(r_x: torch.Tensor, r_y: torch.Tensor, all_x: torch.Tensor, all_y: torch.Tensor,
+                        targets: torch.Tensor, kappa_e: float, kappa_b: float, beta: float,
+                        candidates: str) -> tuple[torch.Tensor, Optional[torch.Tensor], torch.Tensor]:
+    """One direction x -> y of Figure 5: per-sample (loss, residual, information)."""
+    z, e = _sample_encoder(r_x, kappa_e)
+    logits = vmf_log_prob_matrix(z, all_y, kappa_b)  # log b(z | y_k), the B cross-view candidates
+    if candidates == "both-views":  # authors' code: also b(z | x_k), k != i -> 2B - 1 candidates
+        same = vmf_log_prob_matrix(z, all_x, kappa_b)
+        same = same.index_put((torch.arange(len(z), device=z.device), targets),
+                              torch.tensor(float("-inf"), dtype=same.dtype, device=same.device))
+        logits = torch.cat([logits, same], dim=1)
+    information = catgen_information(logits, targets)
+    if e is None:
+        return -information, None, information
+    residual = residual_information(e, VonMisesFisher(r_y, kappa_b), z)
+    return beta * residual - information, residual, information
+
+
+def c_simclr_loss(h1: torch.Tensor, h2: torch.Tensor, kappa_e: float = 1024.0, kappa_b: float = 10.0,
+                  beta: float = 1.0, candidates: Candidates = "cross-view", gather: bool = True) -> CEBTerms:
+    """Bidirectional C-SimCLR loss (Eq. 12, Figure 5), averaged over both directions and the batch.
+
+    ``h1``, ``h2``: projections of the two views (normalized here). ``candidates``: the CatGen
+    decoder's candidates for each z, either the B other-view projections of the (global) batch
+    ("cross-view", Eq. 5 as in the paper) or those plus the B-1 same-view ones ("both-views",
+    the authors' code, 2B-1 candidates). ``kappa_e = inf`` is the deterministic SimCLR limit
+    z = r_x (Eq. 9), valid only with beta = 0. Under DDP the candidates are gathered from all
+    ranks with gradient, as in NT-Xent.
+    """
+    if candidates not in CANDIDATES:
+        raise ValueError(f"candidates must be one of {', '.join(CANDIDATES)}, got {candidates!r}")
+    if math.isinf(kappa_e) and beta != 0:
+        raise ValueError("kappa_e = inf (deterministic z) makes I(X;Z|Y) infinite: use it only with beta = 0")
+    r1, r2 = F.normalize(vmf_precision(h1), dim=1), F.normalize(vmf_precision(h2), dim=1)
+    all1, all2 = (gather_with_grad(r1), gather_with_grad(r2)) if gather else (r1, r2)
+    offset = rank() * len(r1) if gather and len(all1) != len(r1) else 0
+    targets = torch.arange(len(r1), device=r1.device) + offset
+    loss12, res12, info12 = _c_simclr_direction(r1, r2, all1, all2, targets, kappa_e, kappa_b, beta, candidates)
+    loss21, res21, info21 = _c_simclr_direction(r2, r1, all2, all1, targets, kappa_e, kappa_b, beta, candidates)
+    residual = None if res12 is None else 0.5 * (res12.mean() + res21.mean())
+    return CEBTerms(0.5 * (loss12.mean() + loss21.mean()), residual, 0.5 * (info12.mean() + info21.mean()))

@@ -1,0 +1,90 @@
+"""BYOL (Grill et al. 2020): an online network predicts a slowly moving target network.
+
+Online: h = f(x), z = g(h), p = q(z). Target: EMA copies f_xi, g_xi of f and g, under
+stop-gradient. Loss (BYOL Eq. 2-3, scaled by ``w_byol`` as in the CEB paper App. A.6):
+
+    L = w_byol * [ mean_i ||n(p1_i) - n(t2_i)||^2 + mean_i ||n(p2_i) - n(t1_i)||^2 ]
+
+(each direction a batch mean, 0 <= L <= 8 w_byol). After each optimiser step
+xi <- tau xi + (1 - tau) theta with tau_k = 1 - (1 - tau_base)(cos(pi k / K) + 1) / 2,
+K = the run's total number of optimiser steps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from probcl.config import ConfigError, check_positive
+from probcl.losses.normalized_mse import byol_loss
+from probcl.methods.base import METHODS, SSLMethod, StepOutput
+from probcl.methods.collapse import CollapseParams, CollapseWatch
+from probcl.models.ema import cosine_momentum, ema_update_, momentum_copy
+from probcl.models.heads import predictor_head
+
+
+@dataclass
+class BYOLParams(CollapseParams):
+    tau_base: float = 0.99  # target EMA at step 0 (0.996 for 1000-epoch runs), ramped to 1
+    w_byol: float = 1.0  # loss weight (CEB App. A.6 uses 2 to 5 for C-BYOL)
+    pred_hidden: Optional[int] = None  # predictor hidden width; default model.proj_hidden (BYOL: 4096)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0.0 <= self.tau_base < 1.0:
+            raise ConfigError(f"method_args.tau_base must be in [0, 1), got {self.tau_base}")
+        check_positive("method_args.w_byol", self.w_byol, strict=True)
+        if self.pred_hidden is not None:
+            check_positive("method_args.pred_hidden", self.pred_hidden, minimum=1)
+
+
+@METHODS.register("byol")
+class BYOL(SSLMethod):
+    """BYOL; subclasses reuse :meth:`online`, :meth:`target` and :meth:`target_momentum`."""
+
+    Params = BYOLParams
+    divergence_hint = "lower optim.lr, or raise method_args.tau_base"
+
+    def build(self) -> None:
+        super().build()
+        mc = self.cfg.model
+        self.predictor = predictor_head(mc.proj_out, self.hp.pred_hidden or mc.proj_hidden)
+        self.target_backbone = momentum_copy(self.backbone)
+        self.target_projector = momentum_copy(self.projector)
+        self.collapse_watch = CollapseWatch(self.cfg.method, self.hp.collapse_threshold)
+
+    def online(self, view: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Backbone features h, projection z and prediction p of ``view`` (with gradient)."""
+        h = self.backbone(view)
+        z = self.projector(h)
+        return h, z, self.predictor(z)
+
+    def encoder_mean(self, images: torch.Tensor) -> torch.Tensor:
+        """Normalized prediction n(q(g(f(x)))) of uint8/[0,1] images: the mean direction mu_e of BYOL's
+        encoder in the CEB view (CEB paper Eq. 13), used by the local Lipschitz evaluation."""
+        return F.normalize(self.predictor(self.project(images)), dim=1)
+
+    @torch.no_grad()
+    def target(self, view: torch.Tensor) -> torch.Tensor:
+        """Target projection t of ``view`` (no gradient, not normalized)."""
+        return self.target_projector(self.target_backbone(view))
+
+    def target_momentum(self) -> float:
+        """tau_k of the cosine ramp at the current optimiser step."""
+        return cosine_momentum(self.hp.tau_base, self.global_step, int(self.trainer.estimated_stepping_batches))
+
+    def step(self, view1, view2, batch) -> StepOutput:
+        h1, z1, p1 = self.online(view1)
+        _, _, p2 = self.online(view2)
+        t1, t2 = self.target(view1), self.target(view2)
+        loss = self.hp.w_byol * byol_loss(p1, p2, t1, t2)
+        std = self.collapse_watch(z1, self.global_step)
+        return StepOutput(loss, h1, {"embedding_std": std})
+
+    def after_optimizer_step(self) -> None:
+        tau = self.target_momentum()
+        ema_update_(self.target_backbone, self.backbone, tau)
+        ema_update_(self.target_projector, self.projector, tau)
+        self.log("train/tau", tau)

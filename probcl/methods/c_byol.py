@@ -1,0 +1,86 @@
+"""C-BYOL (Lee et al. 2021, "Compressive Visual Representations", Sec. 2.3, Figure 6).
+
+BYOL with a stochastic, compressed prediction. Per direction (x, x'):
+
+    mu_e = n(q(g(f(x)))),  z ~ e(z|x) = vMF(mu_e, kappa_e)            (Eq. 14)
+    y_hat = n(l(z))        (l: linear, no bias)                          (Eq. 16)
+    y = sg(n(g_xi(f_xi(x)))),  mu_b = n(m(y)),  b(z|y) = vMF(mu_b, kappa_b)   (Eq. 15)
+    y' = sg(n(g_xi(f_xi(x'))))
+    L(x, x') = w_byol ||y_hat - y'||^2 + beta (log e(z|x) - log b(z|y))      (Eq. 17, 23)
+
+summed over both directions (as BYOL's loss here), each a batch mean. m is a trainable
+(not EMA) 2-layer MLP; the target f_xi, g_xi follows BYOL's cosine EMA schedule.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from probcl.config import check_positive
+from probcl.distributions.vmf import VonMisesFisher
+from probcl.losses.ceb import residual_information, vmf_precision
+from probcl.losses.normalized_mse import normalized_mse
+from probcl.methods.base import METHODS, StepOutput
+from probcl.methods.byol import BYOL, BYOLParams
+from probcl.models.heads import mlp
+
+
+@dataclass
+class CBYOLParams(BYOLParams):
+    w_byol: float = 2.0  # weight of the regression term, kappa_d / 2 (App. A.6: 2 for 1000 epochs, 5 for 300)
+    kappa_e: float = 16384.0  # concentration of the forward encoder e(z|x)
+    kappa_b: float = 10.0  # concentration of the backward encoder b(z|y)
+    beta: float = 1.0  # compression strength (Eq. 1)
+    b_hidden: Optional[int] = None  # hidden width of m (b's mean network); default model.proj_hidden
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("method_args.kappa_e", self.kappa_e, strict=True)
+        check_positive("method_args.kappa_b", self.kappa_b, strict=True)
+        check_positive("method_args.beta", self.beta)
+        if self.b_hidden is not None:
+            check_positive("method_args.b_hidden", self.b_hidden, minimum=1)
+
+
+@METHODS.register("c-byol")
+class CBYOL(BYOL):
+    """BYOL's online/target networks plus l (linear) and m (MLP); see the module docstring."""
+
+    Params = CBYOLParams
+    divergence_hint = "lower optim.lr, raise method_args.tau_base, or lower method_args.beta"
+
+    def build(self) -> None:
+        super().build()
+        mc = self.cfg.model
+        self.l_net = nn.Linear(mc.proj_out, mc.proj_out, bias=False)
+        self.m_net = mlp(mc.proj_out, self.hp.b_hidden or mc.proj_hidden, mc.proj_out, 2, batch_norm=True)
+
+    @property
+    def encoder_concentration(self) -> float:
+        """kappa_e of e(z|x) (used by the local Lipschitz evaluation)."""
+        return self.hp.kappa_e
+
+    def _direction(self, p: torch.Tensor, t_self: torch.Tensor, t_other: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Eq. 17 for one direction: (loss, mean regression term, mean residual information)."""
+        e = VonMisesFisher(F.normalize(vmf_precision(p), dim=1), self.hp.kappa_e)
+        z = e.rsample()
+        y_hat = self.l_net(z.to(p.dtype))
+        mu_b = F.normalize(vmf_precision(self.m_net(F.normalize(t_self, dim=1))), dim=1)
+        residual = residual_information(e, VonMisesFisher(mu_b, self.hp.kappa_b), z).mean()
+        regression = normalized_mse(y_hat, t_other).mean()
+        return self.hp.w_byol * regression + self.hp.beta * residual, regression, residual
+
+    def step(self, view1, view2, batch) -> StepOutput:
+        h1, z1, p1 = self.online(view1)
+        _, _, p2 = self.online(view2)
+        t1, t2 = self.target(view1), self.target(view2)
+        loss12, reg12, res12 = self._direction(p1, t1, t2)
+        loss21, reg21, res21 = self._direction(p2, t2, t1)
+        logs = {"regression": (reg12 + reg21).detach(), "residual_xzy": (0.5 * (res12 + res21)).detach(),
+                "embedding_std": self.collapse_watch(z1, self.global_step)}
+        return StepOutput(loss12 + loss21, h1, logs)

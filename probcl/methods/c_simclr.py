@@ -1,0 +1,62 @@
+"""C-SimCLR (Lee et al. 2021, "Compressive Visual Representations", Sec. 2.2, Figure 5).
+
+SimCLR with a stochastic, compressed representation: e(z|x) = vMF(r_x, kappa_e),
+b(z|y) = vMF(r_y, kappa_b) with r the L2-normalized projections of the two views,
+z ~ e, and the bidirectional CEB loss beta * I(X;Z|Y) - I(Y;Z) with the CatGen decoder
+over the batch. No parameters are added; the deterministic backbone output h is the
+representation used downstream.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from probcl.losses.ceb import Candidates, c_simclr_loss
+from probcl.methods.base import METHODS, SSLMethod, StepOutput
+
+
+@dataclass
+class CSimCLRParams:
+    kappa_e: float = 1024.0  # concentration of the forward encoder e(z|x); .inf = SimCLR limit (beta = 0 only)
+    kappa_b: float = 10.0  # concentration of the backward encoder b(z|y); plays SimCLR's 1 / temperature
+    beta: float = 1.0  # compression strength (Eq. 1)
+    candidates: Candidates = "cross-view"  # CatGen candidates: cross-view (B, paper) | both-views (2B-1, authors' code)
+    gather_distributed: bool = True  # candidates from all ranks (with gradient) under DDP
+
+    def __post_init__(self) -> None:
+        from probcl.config import ConfigError, check_positive
+
+        check_positive("method_args.kappa_e", self.kappa_e, strict=True)
+        check_positive("method_args.kappa_b", self.kappa_b, strict=True)
+        check_positive("method_args.beta", self.beta)
+        if self.kappa_e == float("inf") and self.beta != 0:
+            raise ConfigError("method_args.kappa_e = .inf (deterministic z) needs method_args.beta = 0: "
+                              "with a point-mass encoder the residual information I(X;Z|Y) is infinite")
+
+
+@METHODS.register("c-simclr")
+class CSimCLR(SSLMethod):
+    """h = f(x), r = normalize(g(h)); loss = mean over both directions of beta I(X;Z|Y) - I(Y;Z)."""
+
+    Params = CSimCLRParams
+    divergence_hint = "lower optim.lr, or lower method_args.beta / kappa_e"
+
+    @property
+    def encoder_concentration(self) -> float:
+        """kappa_e of e(z|x) (used by the local Lipschitz evaluation)."""
+        return self.hp.kappa_e
+
+    def encoder_mean(self, images: torch.Tensor) -> torch.Tensor:
+        """Mean direction r_x of e(z|x): the normalized projection of uint8/[0,1] images."""
+        return F.normalize(self.project(images), dim=1)
+
+    def step(self, view1, view2, batch) -> StepOutput:
+        h1, h2 = self.backbone(view1), self.backbone(view2)
+        terms = c_simclr_loss(self.projector(h1), self.projector(h2), self.hp.kappa_e, self.hp.kappa_b,
+                              self.hp.beta, self.hp.candidates, self.hp.gather_distributed)
+        logs = {"info_yz": terms.information.detach()}
+        if terms.residual is not None:
+            logs["residual_xzy"] = terms.residual.detach()
+        return StepOutput(terms.loss, h1, logs)

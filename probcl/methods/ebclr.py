@@ -1,0 +1,143 @@
+"""EBCLR (Kim & Ye 2022): contrastive learning complemented by an energy-based generative term.
+
+Per step (Algorithm 2): project both data views; draw SGLD samples of q(v) from the replay
+buffer with multi-stage proximal SGLD on the energy of Eq. 20 (against the detached
+second-view projections); loss = Eq. 18 + lambda x (E(data) - E(samples)) (Eq. 14).
+The paper removes BatchNorm and uses leaky ReLU (``model.norm: none, model.act: leaky_relu``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+
+from probcl.config import ConfigError, check_positive
+from probcl.distributed import gather_with_grad, world_size
+from probcl.losses.ebclr import ebclr_loss, energy
+from probcl.methods.base import METHODS, SSLMethod, StepOutput, TrainingDivergedError
+from probcl.samplers.sgld import MSGLDConfig, MultiStageSGLD, ProposalFn, ReplayBuffer
+
+BUFFER_KEY = "ebclr_replay_buffer"
+
+
+@dataclass
+class EBCLRParams:
+    temperature: float = 0.1  # tau of Eq. 6 (on squared distances of unit vectors)
+    lam: float = 0.1  # lambda of Eq. 11 (section 4.3)
+    proj_norm_weight: float = 0.0  # lambda1 of the authors' code (1e-3): sum of squared unnormalized projections
+    others: Literal["2n-1", "n"] = "2n-1"  # candidates of Eq. 18: the 2N-1 other views, or the N second views
+    sgld: MSGLDConfig = field(default_factory=MSGLDConfig)  # T, alpha, delta, sigma_min/max, K
+    buffer_size: int = 50000  # replay buffer entries (split across ranks under DDP)
+    reinit_prob: float = 0.2  # rho: paper 0.2; authors' configs 0.4 MNIST, 0.6 FMNIST
+    proposal: Literal["data", "uniform"] = "data"  # q0 for re-initialised chains
+    gather_distributed: bool = True  # negatives and energy references from all ranks under DDP
+    max_grad_norm: float = 1.0e4  # stop when the parameter-gradient norm exceeds this (0 = never)
+
+    def __post_init__(self) -> None:
+        check_positive("method_args.temperature", self.temperature, strict=True)
+        check_positive("method_args.lam", self.lam)
+        check_positive("method_args.proj_norm_weight", self.proj_norm_weight)
+        check_positive("method_args.buffer_size", self.buffer_size, minimum=1)
+        check_positive("method_args.max_grad_norm", self.max_grad_norm)
+        if not 0 <= self.reinit_prob <= 1:
+            raise ConfigError(f"method_args.reinit_prob must be in [0, 1], got {self.reinit_prob}")
+        s = self.sgld
+        check_positive("method_args.sgld.steps", s.steps, minimum=1)
+        check_positive("method_args.sgld.step_size", s.step_size, strict=True)
+        check_positive("method_args.sgld.clamp", s.clamp, strict=True)
+        check_positive("method_args.sgld.sigma_min", s.sigma_min)
+        check_positive("method_args.sgld.decay_uses", s.decay_uses, strict=True)
+        if s.sigma_max < s.sigma_min:
+            raise ConfigError(f"method_args.sgld.sigma_max ({s.sigma_max}) must be >= sigma_min ({s.sigma_min})")
+
+
+@METHODS.register("ebclr")
+class EBCLR(SSLMethod):
+    """Discriminative term (Eq. 18) + lambda x generative EBM term (Eq. 13-14, energy Eq. 20) with MSGLD."""
+
+    Params = EBCLRParams
+    divergence_hint = ("lower method_args.sgld.step_size (alpha), tighten method_args.sgld.clamp (delta), "
+                       "or lower method_args.lam (lambda) / optim.lr")
+
+    def build(self) -> None:
+        super().build()
+        self.sampler = MultiStageSGLD(self.hp.sgld, self._new_buffer(self.hp.buffer_size))
+
+    def _new_buffer(self, capacity: int) -> ReplayBuffer:
+        info = self.data_info
+        return ReplayBuffer(capacity, self.hp.reinit_prob, (info.channels, info.image_size, info.image_size))
+
+    def setup(self, stage: str) -> None:
+        if world_size() > 1:  # one buffer per rank, holding its share of the entries
+            self.sampler.buffer = self._new_buffer(math.ceil(self.hp.buffer_size / world_size()))
+
+    def image_energy(self, images: torch.Tensor, z_ref: torch.Tensor) -> torch.Tensor:
+        """Energy of Eq. 20 of normalized network inputs given reference projections (M, d)."""
+        return energy(self.projector(self.backbone(images)), z_ref, self.hp.temperature)
+
+    def _proposal_fn(self, images: torch.Tensor) -> ProposalFn:
+        """q0 for re-initialised chains: fresh first views of random batch images, or uniform pixels."""
+        low, high = self.normalizer.bounds()
+        info = self.data_info
+        shape = (info.channels, info.image_size, info.image_size)
+
+        def draw(n: int) -> torch.Tensor:
+            if self.hp.proposal == "data":
+                return self.views.view(images[torch.randint(len(images), (n,), device=images.device)], 0)
+            return low + (high - low) * torch.rand((n, *shape), device=images.device)
+
+        return draw
+
+    def step(self, view1, view2, batch) -> StepOutput:
+        hp = self.hp
+        h1, h2 = self.backbone(view1), self.backbone(view2)
+        z1, z2 = self.projector(h1), self.projector(h2)
+        if hp.lam == 0:
+            out = ebclr_loss(z1, z2, None, z2, hp.temperature, 0.0, hp.others, hp.gather_distributed)
+            return StepOutput(out.total, h1, {"disc_loss": out.discriminative.detach()})
+        z_ref = gather_with_grad(z2) if hp.gather_distributed else z2
+        reference = z_ref.detach()
+        trace = self.sampler.sample(lambda v: self.image_energy(v, reference), len(view1), self._proposal_fn(batch[0]),
+                                    view1.device, self.normalizer.bounds())
+        if not (math.isfinite(trace.max_grad_norm) and torch.isfinite(trace.samples).all()):
+            self._diverged(f"SGLD input gradients became {trace.max_grad_norm}",
+                           "lower method_args.sgld.step_size (alpha) or method_args.sgld.clamp (delta)")
+        z_samples = self.projector(self.backbone(trace.samples))
+        out = ebclr_loss(z1, z2, z_samples, z_ref, hp.temperature, hp.lam, hp.others, hp.gather_distributed,
+                         hp.proj_norm_weight)
+        if not (torch.isfinite(out.energy_data) and torch.isfinite(out.energy_samples)):
+            self._diverged(f"energies became {out.energy_data.item()} (data) / {out.energy_samples.item()} (samples)",
+                           self.divergence_hint)
+        logs = {"disc_loss": out.discriminative.detach(), "gen_loss": out.generative.detach(),
+                "energy_data": out.energy_data, "energy_samples": out.energy_samples,
+                "sgld_grad_norm": torch.tensor(trace.max_grad_norm)}
+        return StepOutput(out.total, h1, logs)
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        """Stop before an exploding update is applied (EBMs diverge; Yang & Ji 2021)."""
+        grads = [p.grad for _, p in self.trainable_named_parameters() if p.grad is not None]
+        if not grads:
+            return
+        norm = torch.nn.utils.get_total_norm(grads).item()
+        self.log("train/grad_norm", norm, batch_size=self.cfg.train.batch_size)
+        if not math.isfinite(norm) or (self.hp.max_grad_norm > 0 and norm > self.hp.max_grad_norm):
+            self._diverged(f"the parameter-gradient norm reached {norm:.3g} (limit method_args.max_grad_norm="
+                           f"{self.hp.max_grad_norm:g})", self.divergence_hint)
+
+    def _diverged(self, what: str, fix: str) -> None:
+        raise TrainingDivergedError(
+            f"ebclr diverged at step {self.global_step}: {what}. Likely fix: {fix}. "
+            f"The last good checkpoint is kept in {self.cfg.run_dir}/checkpoints/."
+        )
+
+    # ----------------------------------------------------------------- replay buffer in checkpoints
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint[BUFFER_KEY] = self.sampler.buffer.state_dict()
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        if BUFFER_KEY in checkpoint:
+            self.sampler.buffer.load_state_dict(checkpoint[BUFFER_KEY])

@@ -1,0 +1,254 @@
+"""TaU, Temperature as Uncertainty (Zhang et al.): a learned per-input temperature as an uncertainty score.
+
+The head emits d + 1 numbers: a d-dim embedding and a raw scalar u. The contrastive
+logits of each anchor are scaled by its inverse temperature alpha = sigmoid(u) / scale
+(Algorithm 1; appendix A), see :mod:`probcl.losses.tau`. A high temperature (low u) says
+the objective is forgiving about where the input lands: the input is uncertain.
+
+- ``tau-simclr``: SimCLR with a TaU head, over the 2N - 1 other views of the batch.
+- ``tau-moco``: MoCo v2 with a TaU query head, over the queue (the key head's u is unused).
+- ``tau-posthoc``: a frozen pretrained encoder (``cfg.init``: a probcl run or a weights
+  file); only a temperature head (and, optionally, a fresh projection) is trained with the
+  TaU-SimCLR objective (paper Table 3).
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from probcl.config import Config, ConfigError, check_positive
+from probcl.losses.info_nce import queue_logits
+from probcl.losses.tau import inverse_temperature, tau_info_nce_loss, tau_nt_xent_loss
+from probcl.methods.base import METHODS, SSLMethod, StepOutput
+from probcl.methods.moco import MoCo
+from probcl.models.ema import momentum_copy
+from probcl.models.heads import mlp, projection_head, temperature_head
+from probcl.models.pretrained import BACKBONE_FIELDS, describe_pretrained, load_pretrained_
+
+# Uncertainty scores (higher = more uncertain), both from the pre-sigmoid u (appendix A):
+# "neg_u": -u, i.e. a higher temperature; "neg_u_squared": -u^2, the authors' code's u^2
+# (where a large u^2 means in-distribution) turned into an outlier score.
+UNCERTAINTY_SCORES = ("neg_u", "neg_u_squared")
+
+
+def uncertainty_from_u(u: torch.Tensor, score: str = "neg_u") -> torch.Tensor:
+    """An outlier score (higher = more uncertain) from the raw temperature output u."""
+    if score == "neg_u":
+        return -u
+    if score == "neg_u_squared":
+        return -u.square()
+    raise ValueError(f"unknown TaU uncertainty score {score!r}; valid: {', '.join(UNCERTAINTY_SCORES)}")
+
+
+@dataclass
+class TauParams:
+    scale: float = 0.1  # alpha = sigmoid(u) / scale: temperatures stay above `scale` (appendix A)
+    gather_distributed: bool = True  # negatives from all ranks (with gradient) under DDP
+
+    def __post_init__(self) -> None:
+        check_positive("method_args.scale", self.scale, strict=True)
+
+
+def constant_u_at_start(head: nn.Sequential) -> nn.Sequential:
+    """Zero the last layer's u output: every input starts at u = 0, the fixed temperature 2 * scale."""
+    last = head[-1]
+    with torch.no_grad():
+        last.weight[-1].zero_()
+        if last.bias is not None:
+            last.bias[-1].zero_()
+    return head
+
+
+class TemperatureAsUncertainty:
+    """Shared by the TaU methods: ``self.projector`` maps backbone features to [embedding, u]."""
+
+    has_uncertainty: ClassVar[bool] = True
+    uncertainty_scores: ClassVar[tuple[str, ...]] = UNCERTAINTY_SCORES
+    divergence_hint: ClassVar[str] = "lower optim.lr (the paper uses 1e-4 for TaU) or raise method_args.scale"
+
+    def split(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Backbone features (N, F) -> embedding (N, d) and raw temperature output u (N,)."""
+        out = self.projector(h)
+        return out[:, :-1], out[:, -1]
+
+    def project(self, images: torch.Tensor) -> torch.Tensor:
+        """The d-dim embedding (without u) of uint8 or [0, 1] float images."""
+        return self.split(self.embed(images))[0]
+
+    def raw_u(self, images: torch.Tensor) -> torch.Tensor:
+        """Pre-sigmoid temperature output u (N,): the inverse temperature is sigmoid(u) / scale."""
+        return self.split(self.embed(images))[1]
+
+    def uncertainty(self, images: torch.Tensor, score: str = "neg_u") -> torch.Tensor:
+        """Per-image uncertainty (higher = more uncertain); ``score`` is one of ``UNCERTAINTY_SCORES``."""
+        return uncertainty_from_u(self.raw_u(images), score)
+
+    def temperature_logs(self, u: torch.Tensor) -> dict[str, torch.Tensor]:
+        u = u.detach()
+        return {"temperature": (1.0 / inverse_temperature(u, self.hp.scale)).mean(), "u_mean": u.mean(),
+                "u_std": u.std()}
+
+
+@METHODS.register("tau-simclr")
+class TauSimCLR(TemperatureAsUncertainty, SSLMethod):
+    """SimCLR whose fixed temperature is replaced by a per-view learned one (Algorithm 1)."""
+
+    Params = TauParams
+
+    def build(self) -> None:
+        mc = self.cfg.model
+        self.projector = constant_u_at_start(projection_head(self.feature_dim, mc.proj_hidden, mc.proj_out + 1,
+                                                             mc.proj_layers, mc.norm, mc.act))
+
+    def step(self, view1, view2, batch) -> StepOutput:
+        h1, h2 = self.backbone(view1), self.backbone(view2)
+        (z1, u1), (z2, u2) = self.split(h1), self.split(h2)
+        loss = tau_nt_xent_loss(z1, z2, u1, u2, self.hp.scale, self.hp.gather_distributed)
+        return StepOutput(loss, h1, self.temperature_logs(torch.cat([u1, u2])))
+
+
+@dataclass
+class TauMoCoParams:
+    scale: float = 0.1  # alpha = sigmoid(u_q) / scale (appendix A)
+    shift: bool = True  # logits (cos - 1) * alpha, as in the authors' code (same loss value)
+    queue_size: int = 4096  # K negatives; 65536 in the paper
+    momentum: float = 0.99  # key-encoder EMA m; 0.999 in the paper
+    symmetric: bool = False  # also classify q2 against k1 and average the two losses
+    proj_batch_norm: bool = False  # MoCo v2's head is Linear-ReLU-Linear, without BatchNorm
+    shuffle_bn: bool = True  # shuffle the key batch across ranks under DDP (MoCo Sec. 3.3)
+
+    def __post_init__(self) -> None:
+        check_positive("method_args.scale", self.scale, strict=True)
+        check_positive("method_args.queue_size", self.queue_size, minimum=1)
+        if not 0.0 <= self.momentum < 1.0:
+            raise ConfigError(f"method_args.momentum must be in [0, 1), got {self.momentum}")
+
+
+class EmbeddingOnly(nn.Module):
+    """A TaU head that returns only its embedding columns (for MoCo's momentum key head)."""
+
+    def __init__(self, head: nn.Module) -> None:
+        super().__init__()
+        self.head = head
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.head(h)[:, :-1]
+
+
+@METHODS.register("tau-moco")
+class TauMoCo(TemperatureAsUncertainty, MoCo):
+    """MoCo v2 whose query logits (positive and queue) are scaled by the query's learned alpha."""
+
+    Params = TauMoCoParams
+
+    def build(self) -> None:
+        super().build()  # queue, pointer, key encoder
+        mc = self.cfg.model
+        self.projector = constant_u_at_start(mlp(self.feature_dim, mc.proj_hidden, mc.proj_out + 1, mc.proj_layers,
+                                                 batch_norm=self.hp.proj_batch_norm, act=mc.act))
+        self.key_projector = momentum_copy(EmbeddingOnly(self.projector))
+
+    def query(self, view: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Backbone features h and L2-normalized embedding q (u dropped) of ``view``."""
+        h, q, _ = self.query_with_u(view)
+        return h, q
+
+    def query_with_u(self, view: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Backbone features h, L2-normalized embedding q and raw u of ``view`` (with gradient)."""
+        h = self.backbone(view)
+        z, u = self.split(h)
+        return h, F.normalize(z, dim=1), u
+
+    def step(self, view1, view2, batch) -> StepOutput:
+        negatives = self.queue.clone()  # a snapshot: the queue is updated before backward
+        h1, q1, u1 = self.query_with_u(view1)
+        k2 = self.keys(view2)
+        loss, us = tau_info_nce_loss(q1, k2, negatives, u1, self.hp.scale, self.hp.shift), [u1]
+        if self.hp.symmetric:
+            _, q2, u2 = self.query_with_u(view2)
+            k1 = self.keys(view1)
+            loss = 0.5 * (loss + tau_info_nce_loss(q2, k1, negatives, u2, self.hp.scale, self.hp.shift))
+            us.append(u2)
+            self.enqueue(k1)  # both views' keys join the queue
+        self.enqueue(k2)
+        with torch.no_grad():
+            accuracy = (queue_logits(q1, k2, negatives).argmax(dim=1) == 0).float().mean()
+        return StepOutput(loss, h1, {"key_top1": accuracy, **self.temperature_logs(torch.cat(us))})
+
+
+@dataclass
+class TauPosthocParams(TauParams):
+    projection: bool = False  # also train a fresh projection head (default: the frozen feature is the embedding)
+    input_mean: Optional[list[float]] = None  # the frozen encoder's input normalization (default: from init,
+    input_std: Optional[list[float]] = None  # when it records one; else the training data's statistics)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (self.input_mean is None) != (self.input_std is None):
+            raise ConfigError("method_args.input_mean and method_args.input_std must be given together")
+        if self.input_std is not None and any(s <= 0 for s in self.input_std):
+            raise ConfigError(f"method_args.input_std must be > 0, got {self.input_std}")
+
+
+@METHODS.register("tau-posthoc")
+class TauPosthoc(TauSimCLR):
+    """Post-hoc TaU (paper Table 3): a frozen encoder from ``cfg.init``; only the temperature head trains."""
+
+    Params = TauPosthocParams
+
+    @classmethod
+    def prepare_config(cls, cfg: Config) -> Config:
+        """Take the backbone architecture and input normalization from the pretrained encoder."""
+        source = describe_pretrained(cfg.init, cfg.method)
+        model, args = cfg.model, dict(cfg.method_args)
+        if source.model is not None:
+            recorded = {k: source.model[k] for k in BACKBONE_FIELDS if k in source.model}
+            changed = {k: v for k, v in recorded.items() if getattr(model, k) != v}
+            if changed:
+                warnings.warn(f"{cfg.method}: model settings taken from the pretrained encoder {source.path}: "
+                              + ", ".join(f"model.{k}={v}" for k, v in changed.items()), stacklevel=2)
+            model = dataclasses.replace(model, **recorded)
+        if source.mean is not None and "input_mean" not in args:
+            args.update(input_mean=list(source.mean), input_std=list(source.std))
+        return dataclasses.replace(cfg, model=model, method_args=args)
+
+    def build(self) -> None:
+        self.backbone.requires_grad_(False)
+        self.backbone.eval()
+        if self.hp.projection:
+            super().build()
+        else:
+            self.temperature_head = temperature_head(self.feature_dim)
+        if self.hp.input_mean is not None:
+            self._set_input_normalization(self.hp.input_mean, self.hp.input_std)
+
+    def _set_input_normalization(self, mean: list[float], std: list[float]) -> None:
+        channels = self.data_info.channels
+        if len(mean) != channels or len(std) != channels:
+            raise ConfigError(f"method_args.input_mean/input_std need {channels} values (one per channel), "
+                              f"got {mean} / {std}")
+        self.normalizer.mean.copy_(torch.tensor(mean).view_as(self.normalizer.mean))
+        self.normalizer.std.copy_(torch.tensor(std).view_as(self.normalizer.std))
+        self.data_info = dataclasses.replace(self.data_info, mean=list(mean), std=list(std))
+
+    def split(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.hp.projection:
+            return super().split(h)
+        return h, self.temperature_head(h).squeeze(1)
+
+    def setup(self, stage: str) -> None:
+        """Copy the pretrained weights into the (frozen) backbone before training; a resume then restores them."""
+        if stage == "fit":
+            load_pretrained_(self.backbone, describe_pretrained(self.cfg.init, self.cfg.method))
+
+    def train(self, mode: bool = True) -> "TauPosthoc":
+        """Train mode everywhere but the frozen backbone, whose BatchNorm statistics stay fixed."""
+        super().train(mode)
+        self.backbone.eval()
+        return self

@@ -1,0 +1,1 @@
+"""Reports: figures (matplotlib, Agg) and Markdown / self-contained HTML documents of evaluation results."""

@@ -1,0 +1,74 @@
+"""Figures of evaluation results, written as PNG files (matplotlib, Agg canvas, no display needed)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Sequence
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+DPI = 110
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    from probcl.io import atomic_write
+
+    path = Path(path)
+    FigureCanvasAgg(fig)
+    fig.tight_layout()
+    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=DPI))
+    return path
+
+
+def reliability_diagram(bins: dict, path: str | Path, title: str = "") -> Path:
+    """Bars of per-bin accuracy over the M confidence bins, the gap to the diagonal, and bin counts."""
+    n = len(bins["count"])
+    width = 1.0 / n
+    left = [i * width for i in range(n)]
+    fig = Figure(figsize=(4.2, 4.6))
+    ax, ax_count = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
+    ax.bar(left, bins["accuracy"], width=width, align="edge", color="#4c72b0", edgecolor="white", label="accuracy")
+    gaps = [c - a if k else 0.0 for a, c, k in zip(bins["accuracy"], bins["confidence"], bins["count"])]
+    ax.bar(left, gaps, bottom=bins["accuracy"], width=width, align="edge", color="#dd8452", alpha=0.5,
+           edgecolor="#dd8452", label="gap to confidence")
+    ax.plot([0, 1], [0, 1], "k--", lw=1)
+    ax.set(xlim=(0, 1), ylim=(0, 1), ylabel="accuracy", title=title)
+    ax.legend(loc="upper left", fontsize=8)
+    ax_count.bar(left, bins["count"], width=width, align="edge", color="#8c8c8c")
+    ax_count.set(xlabel="confidence (max softmax)", ylabel="count")
+    return _save(fig, path)
+
+
+def score_histograms(histograms: dict[str, dict], path: str | Path, title: str = "",
+                     scores: Optional[Sequence[str]] = None) -> Path:
+    """One panel per score: the normalized score distribution of the ID set and of each OOD set."""
+    names = [s for s in (scores or list(histograms)) if s in histograms]
+    if not names:
+        raise ValueError("no histogram to plot")
+    fig = Figure(figsize=(3.6 * len(names), 3.0))
+    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    for ax, name in zip(axes, names):
+        edges, counts = histograms[name]["edges"], histograms[name]["counts"]
+        for set_name, c in counts.items():
+            total = max(1, sum(c))
+            ax.stairs([v / total for v in c], edges, label=set_name, fill=set_name == "id", alpha=0.35 if set_name == "id" else 1.0)
+        ax.set(title=name, xlabel="outlier score", ylabel="fraction")
+    axes[0].legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    return _save(fig, path)
+
+
+def curves(series: dict[str, Sequence[tuple[float, float]]], path: str | Path, ylabel: str, title: str = "",
+           xlabel: str = "epoch") -> Path:
+    """Line plot of named (x, y) series, e.g. per-epoch kNN accuracy of several methods."""
+    fig = Figure(figsize=(5.5, 3.6))
+    ax = fig.subplots()
+    for label, points in series.items():
+        if points:
+            xs, ys = zip(*points)
+            ax.plot(xs, ys, marker="o", ms=3, label=label)
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    return _save(fig, path)

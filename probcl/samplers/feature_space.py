@@ -1,0 +1,173 @@
+"""VEM's feature-space negative samplers: a memory bank moved by Langevin or SVGD (VEM Appendix C).
+
+The bank B (M x k, unit rows) holds particles z of the model's feature density
+
+    p(z) proportional to sum_n exp(z . q_n / t)      (VEM Eq. 10-11, with exp: the log-sum-exp of Eq. 7)
+
+estimated from the batch's normalized queries q_1..q_N at the bank temperature t. Each
+training step moves the bank by eta steps, i = 1..eta, without any forward or backward
+pass through the encoder:
+
+    L = B q^T, L_norm = softmax(L / t, dim=1)                                   (Alg. 1 lines 9-10)
+    Delta B = L_norm q / N - mean(L_norm * L, dim=1)^T * B                     (line 11)
+    Langevin: B <- normalize(B + alpha_i Delta B + sigma_i Q), Q ~ N(0, 1)      (lines 12-14)
+    SVGD, linear kernel: B <- normalize(B + alpha_i (B B^T Delta B / M + B))    (Alg. 2 lines 12-14)
+    SVGD, RBF kernel (Eq. 9): B_i <- normalize(B_i + alpha_i / M sum_j
+                              [k(B_j, B_i) (N / t) Delta B_j + grad_{B_j} k(B_j, B_i)])
+
+Where the bank temperature enters: the boxes print L = B q^T without one; Appendix D
+updates the bank at t = 0.02. We divide by t inside the softmax only, so that line 11 stays
+the tangent-space (Riemannian) gradient of Eq. 11 on the unit sphere, (t / N) (I - b b^T)
+grad_b log p(b). Dividing line 11's L by t as well would only rescale the radial term, which
+line 14's normalisation turns into a step-size change that flips sign once alpha (b . L_norm q)
+exceeds N t. With t = 1 this is the printed box exactly. The RBF kernel's repulsion is only
+balanced against the true score, so Eq. 9 is driven by (N / t) Delta B = grad log p (tangent
+part); with the linear kernel the repulsive term B is radial and line 14 cancels it.
+
+Step sizes (Appendix I): ``decreasing`` gives alpha_i = alpha / i and sigma_i =
+sqrt(2 alpha / i) eps (Alg. 1 line 13, settings (1)/(5)); ``fixed`` gives alpha_i = alpha and
+sigma_i = eps (settings (2)/(6): alpha 1, eps 0.03). ``noise_scale=None`` sets
+eps = sqrt(t / N): a decreasing-schedule step is then an unadjusted Langevin step of size
+alpha_i t / N on p(z) itself, since line 11 is (t / N) times its score. (eps = 1, line 13 as
+printed, would add noise of norm ~sqrt(2k) to unit rows and leave the bank uniform on the sphere.)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from probcl.distributed import gather_no_grad
+
+Schedule = Literal["decreasing", "fixed"]
+
+
+def langevin_schedule(steps: int, step_size: float, noise_scale: float, schedule: Schedule = "decreasing"
+                      ) -> list[tuple[float, float]]:
+    """(alpha_i, sigma_i) for i = 1..steps: step size and noise standard deviation of step i."""
+    if schedule == "fixed":
+        return [(step_size, noise_scale)] * steps
+    return [(step_size / i, math.sqrt(2.0 * step_size / i) * noise_scale) for i in range(1, steps + 1)]
+
+
+def bank_score(bank: torch.Tensor, queries: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Delta B of Alg. 1 lines 9-11: (M, k) ascent direction of log p on the sphere at each bank row."""
+    logits = bank @ queries.T  # L, (M, N)
+    weights = torch.softmax(logits / temperature, dim=1)  # L_norm
+    n = queries.shape[0]
+    return weights @ queries / n - (weights * logits).mean(dim=1, keepdim=True) * bank
+
+
+def svgd_linear_direction(bank: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
+    """Alg. 2 line 12, SVGD with k(x, y) = x^T y: B B^T Delta B / M + B."""
+    return bank @ (bank.T @ score) / bank.shape[0] + bank
+
+
+def median_bandwidth(sq_distances: torch.Tensor) -> float:
+    """Liu & Wang's median heuristic h = med^2 / log M from the (M, M) squared pairwise distances."""
+    m = sq_distances.shape[0]
+    pairs = sq_distances[torch.triu_indices(m, m, offset=1, device=sq_distances.device).unbind()]
+    n = pairs.numel()
+    median = 0.5 * (pairs.kthvalue((n + 1) // 2).values + pairs.kthvalue(n // 2 + 1).values)  # as numpy's
+    return max(float(median) / math.log(max(m, 2)), 1e-8)
+
+
+def svgd_rbf_direction(bank: torch.Tensor, score: torch.Tensor, bandwidth: Optional[float] = None) -> torch.Tensor:
+    """Eq. 9 with k(x, y) = exp(-||x - y||^2 / h): (1/M) sum_j [k_ji score_j + grad_{x_j} k(x_j, x_i)].
+
+    ``bandwidth`` h defaults to the median heuristic. The repulsive term is
+    sum_j (2 / h) (x_i - x_j) k_ij.
+    """
+    sq = torch.cdist(bank, bank).pow(2)
+    h = median_bandwidth(sq) if bandwidth is None else bandwidth
+    kernel = torch.exp(-sq / h)  # symmetric (M, M)
+    attraction = kernel @ score
+    repulsion = (2.0 / h) * (kernel.sum(dim=1, keepdim=True) * bank - kernel @ bank)
+    return (attraction + repulsion) / bank.shape[0]
+
+
+@dataclass(frozen=True)
+class BankSampler:
+    """Settings of one bank update (VEM Appendix C, D and I)."""
+
+    method: Literal["langevin", "svgd"] = "langevin"
+    temperature: float = 0.02  # t of the bank's softmax (Appendix D)
+    steps: int = 10  # eta
+    step_size: float = 1.0  # alpha, the bank learning rate (Appendix D: 1.0 or 0.5)
+    schedule: Schedule = "decreasing"
+    noise_scale: Optional[float] = None  # eps (Langevin only); None = sqrt(t / N)
+    kernel: Literal["linear", "rbf"] = "linear"  # SVGD kernel
+    bandwidth: Optional[float] = None  # RBF h; None = median heuristic
+
+    @torch.no_grad()
+    def run(self, bank: torch.Tensor, queries: torch.Tensor, generator: Optional[torch.Generator] = None
+            ) -> torch.Tensor:
+        """The bank after ``steps`` updates towards the normalized ``queries`` (N, k); the input is untouched."""
+        eps = math.sqrt(self.temperature / queries.shape[0]) if self.noise_scale is None else self.noise_scale
+        for alpha, sigma in langevin_schedule(self.steps, self.step_size, eps, self.schedule):
+            score = bank_score(bank, queries, self.temperature)
+            if self.method == "langevin":
+                noise = torch.randn(bank.shape, generator=generator, device=bank.device, dtype=bank.dtype)
+                bank = bank + alpha * score + sigma * noise  # Alg. 1 line 13
+            elif self.kernel == "linear":
+                bank = bank + alpha * svgd_linear_direction(bank, score)  # Alg. 2 lines 12-13
+            else:
+                score = score * (queries.shape[0] / self.temperature)  # grad log p itself, as in Eq. 9
+                bank = bank + alpha * svgd_rbf_direction(bank, score, self.bandwidth)
+            bank = F.normalize(bank, dim=1)  # line 14
+        return bank
+
+
+@torch.no_grad()
+def fill_in_order_(storage: torch.Tensor, filled: torch.Tensor, rows: torch.Tensor) -> None:
+    """Copy ``rows`` into the first unfilled entries of ``storage`` and advance the counter ``filled``.
+
+    Once ``storage`` is full this does nothing: banks are initialised from the first batches.
+    """
+    start = int(filled)
+    rows = rows[: storage.shape[0] - start]
+    storage[start:start + rows.shape[0]] = rows.to(storage.dtype)
+    filled.fill_(start + rows.shape[0])
+
+
+class FeatureBank(nn.Module):
+    """The persistent memory bank of VEM-Langevin / VEM-SVGD, identical on every DDP rank.
+
+    Rows start as random unit vectors and are overwritten, in order, by the normalized
+    queries of the first training steps (after their own step has used the bank) until all
+    M rows hold real features; from then on the bank changes only through the sampler, each
+    step's chains starting where the last step's ended. Every rank updates from the
+    all-gathered queries and draws its noise from a generator seeded by the same per-step
+    seed, so all ranks compute the same bank.
+    """
+
+    def __init__(self, size: int, dim: int, sampler: BankSampler, seed: int = 0) -> None:
+        super().__init__()
+        self.sampler = sampler
+        init = torch.Generator().manual_seed(seed)
+        self.register_buffer("bank", F.normalize(torch.randn(size, dim, generator=init), dim=1))
+        self.register_buffer("filled", torch.zeros((), dtype=torch.long))
+
+    @property
+    def size(self) -> int:
+        return self.bank.shape[0]
+
+    @torch.no_grad()
+    def update(self, queries: torch.Tensor, seed: int) -> torch.Tensor:
+        """Sample towards this step's queries of all ranks and return the sampled bank (M, k); then
+        write the queries into still-unfilled rows, for the next steps (a query is never its own negative).
+
+        ``queries`` are this rank's normalized, detached features; ``seed`` must be equal on
+        all ranks and differ between steps (e.g. derived from the global step).
+        """
+        with torch.autocast(self.bank.device.type, enabled=False):
+            queries = gather_no_grad(queries.detach().contiguous()).to(self.bank.dtype)
+            generator = torch.Generator(device=self.bank.device).manual_seed(seed)
+            sampled = self.sampler.run(self.bank, queries, generator)
+            self.bank.copy_(sampled)
+            fill_in_order_(self.bank, self.filled, queries)
+        return sampled

@@ -1,0 +1,294 @@
+"""Per-image scores of a trained run: predicted class, embedding norm, uncertainty, kNN distance, OOD flags.
+
+``score_dataset`` streams a dataset or folder through the model (unreadable files are
+reported and skipped) and writes one row per readable image to CSV or Parquet, plus a
+``.json`` sidecar with the protocol. Reference quantities come from the run's own data:
+
+- kNN distance: mean Euclidean distance to the k nearest L2-normalized projections of the
+  run's training images (TaU paper's kNN baseline, k = 10);
+- OOD flags: a score above the threshold that accepts ``tpr`` (95 %) of the training
+  dataset's test split is flagged, for each score (kNN distance, and uncertainty where the
+  method has one);
+- predicted class: the model's online linear probe (trained during pretraining on detached
+  features), or an offline logistic-regression probe fitted on the training features.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Callable, Iterator, Optional
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+
+from probcl.config import ConfigError
+from probcl.data.datasets import TensorImages, collate_skip_corrupt, load_dataset, random_subset
+from probcl.eval.linear import linear_probe
+from probcl.eval.outlier import knn_distance, threshold_at_tpr
+from probcl.io import atomic_write, atomic_write_json
+from probcl.progress import progress
+from probcl.runs import load, resolve_device
+
+PROBES = ("online", "offline", "none")
+FORMATS = {".csv": "csv", ".parquet": "parquet"}
+
+
+@dataclass
+class ScoreOptions:
+    """How to score; the defaults follow the TaU paper's kNN baseline and a 95 % TPR threshold."""
+
+    k: int = 10
+    tpr: float = 0.95
+    probe: str = "online"  # online | offline | none
+    uncertainty_score: Optional[str] = None  # a method-specific score name (e.g. TaU: neg_u, neg_u_squared)
+    split: str = "all"  # split of the scored data: all | train | test
+    batch_size: int = 256
+    max_train: Optional[int] = None  # seeded subset of training images as kNN reference / probe data
+    device: str = "auto"
+    data_root: Optional[str] = None
+    num_workers: int = 0
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ConfigError(f"k must be >= 1, got {self.k}")
+        if not 0 < self.tpr <= 1:
+            raise ConfigError(f"the OOD threshold's TPR must be in (0, 1], got {self.tpr}")
+        if self.probe not in PROBES:
+            raise ConfigError(f"probe must be one of {', '.join(PROBES)}; got {self.probe!r}")
+
+
+@dataclass
+class ScoreSummary:
+    """What `score_dataset` wrote."""
+
+    out: Path
+    sidecar: Path
+    rows: int
+    skipped: list[str]
+    thresholds: dict[str, float]
+    protocol: dict[str, Any] = field(default_factory=dict)
+
+
+class Scorer:
+    """A loaded model plus its reference data: turns image batches into score columns."""
+
+    def __init__(self, run: str | Path, options: ScoreOptions) -> None:
+        self.options = options
+        self.model = load(run, device=options.device)
+        self.device = resolve_device(options.device)
+        self.has_uncertainty = bool(getattr(self.model, "has_uncertainty", False))
+        if options.uncertainty_score is not None and not self.has_uncertainty:
+            raise ConfigError(f"method {self.model.cfg.method!r} has no uncertainty score; drop --uncertainty-score")
+        names = getattr(self.model, "uncertainty_scores", None)
+        if options.uncertainty_score is not None and names and options.uncertainty_score not in names:
+            raise ConfigError(f"unknown uncertainty score {options.uncertainty_score!r} for "
+                              f"{self.model.cfg.method}; valid: {', '.join(names)}")
+        self.reference: Optional[torch.Tensor] = None
+        self.probe: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+        self.thresholds: dict[str, float] = {}
+        self.protocol: dict[str, Any] = {}
+
+    def uncertainty_name(self) -> str:
+        """The uncertainty score used: the chosen one, else the method's first (default) one."""
+        names = getattr(self.model, "uncertainty_scores", None) or ("default",)
+        return self.options.uncertainty_score or names[0]
+
+    # ----------------------------------------------------------------- data
+    def dataset(self, spec: Optional[str], split: str):
+        """``spec`` (default: the run's training data) conformed to the model's input; unreadable files skipped."""
+        info, cfg = self.model.data_info, self.model.cfg.data
+        return load_dataset(spec or cfg.dataset, split, self.options.data_root or cfg.root, False,
+                            info.image_size, info.channels, skip_corrupt=True)
+
+    def batches(self, dataset, description: str) -> Iterator[tuple[Optional[torch.Tensor], Any, Any, torch.Tensor]]:
+        """(uint8 images, labels, indices, skipped indices) per batch, with a progress bar."""
+        loader = DataLoader(dataset, batch_size=self.options.batch_size, shuffle=False,
+                            num_workers=self.options.num_workers, collate_fn=collate_skip_corrupt)
+        yield from progress(loader, description)
+
+    # ----------------------------------------------------------------- model outputs
+    @torch.no_grad()
+    def outputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Backbone features, normalized projection and (where defined) uncertainty of a batch (on CPU)."""
+        images = images.to(self.device)
+        out = {"features": self.model.embed(images).float(),
+               "projection": F.normalize(self.model.project(images).float(), dim=1)}
+        if self.has_uncertainty:
+            score = self.options.uncertainty_score
+            u = self.model.uncertainty(images) if score is None else self.model.uncertainty(images, score=score)
+            out["uncertainty"] = u.float()
+        return {k: v.cpu() for k, v in out.items()}
+
+    def collect(self, dataset, description: str) -> dict[str, torch.Tensor]:
+        """Outputs and labels of a whole (reference) dataset."""
+        parts: dict[str, list[torch.Tensor]] = {}
+        for images, labels, _, _ in self.batches(dataset, description):
+            if images is None:
+                continue
+            for key, value in {**self.outputs(images), "labels": labels}.items():
+                parts.setdefault(key, []).append(value)
+        if not parts:
+            raise ConfigError(f"{dataset.name}: no readable images")
+        return {k: torch.cat(v) for k, v in parts.items()}
+
+    # ----------------------------------------------------------------- reference
+    def fit_reference(self) -> None:
+        """kNN reference (training projections), OOD thresholds (test split) and the class probe."""
+        o = self.options
+        train = self.dataset(None, "train")
+        if o.max_train is not None and len(train) > o.max_train and isinstance(train, TensorImages):
+            train = train.subset(random_subset(len(train), o.max_train, 0))
+        ref = self.collect(train, f"reference: {train.name} train")
+        self.reference = ref["projection"]
+        held_out = self.dataset(None, "test")
+        test = self.collect(held_out, f"threshold: {held_out.name} test")
+        scores = {"knn_distance": knn_distance(self.reference, test["projection"], o.k)}
+        if "uncertainty" in test:
+            scores["uncertainty"] = test["uncertainty"]
+        self.thresholds = {name: threshold_at_tpr(s, o.tpr) for name, s in scores.items()}
+        self.protocol = {
+            "knn": f"k={o.k}, Euclidean distance between L2-normalized projections, mean over the k nearest",
+            "knn_reference": f"{len(self.reference)} images of {train.name} (train split)",
+            "ood_threshold": f"accepts {o.tpr:.0%} of {held_out.name} (test split, {len(scores['knn_distance'])} "
+                             f"images): flag = score > threshold",
+            "uncertainty": (f"{self.model.cfg.method}: {self.uncertainty_name()} score, higher = more uncertain"
+                            if self.has_uncertainty else None),
+        }
+        self.protocol["probe"], self.protocol["probe_test_top1"] = self._fit_probe(ref, test)
+
+    def _fit_probe(self, train: dict[str, torch.Tensor], test: dict[str, torch.Tensor]
+                   ) -> tuple[Optional[str], Optional[float]]:
+        """Sets ``self.probe`` (features -> logits); returns its description and test top-1 (%)."""
+        probe = self.options.probe
+        online = getattr(self.model, "online_probe", None)
+        if probe == "none" or (probe == "online" and online is None):
+            return None, None
+        if probe == "online":
+            self.probe = torch.no_grad()(lambda f: online(f.to(self.device)).cpu())
+            labeled = test["labels"] >= 0
+            hits = self.probe(test["features"][labeled]).argmax(1) == test["labels"][labeled]
+            top1 = 100.0 * hits.float().mean().item() if labeled.any() else None
+            return "online linear probe (trained during pretraining on detached backbone features)", top1
+        labeled = train["labels"] >= 0
+        if not labeled.all() or not self.model.data_info.num_classes:
+            raise ConfigError("an offline probe needs a labeled training set; use --probe online or none")
+        result, fitted = linear_probe(train["features"], train["labels"], test["features"], test["labels"],
+                                      self.model.data_info.num_classes)
+        self.probe = fitted.logits
+        return (f"offline multinomial logistic regression (L-BFGS) on {len(train['labels'])} training features, "
+                f"l2 {result['protocol']['l2']}"), result["top1"]
+
+    # ----------------------------------------------------------------- rows
+    def columns(self, dataset, images: torch.Tensor, labels: torch.Tensor, indices: torch.Tensor) -> dict[str, list]:
+        """The output columns of one batch."""
+        out = self.outputs(images)
+        knn = knn_distance(self.reference, out["projection"], self.options.k)
+        cols: dict[str, list] = {"index": indices.tolist(), "id": [dataset.item_id(int(i)) for i in indices]}
+        if dataset.labels() is not None:
+            cols["label"] = labels.tolist()
+        if self.probe is not None:
+            probs = self.probe(out["features"]).softmax(1)
+            confidence, predicted = probs.max(1)
+            cols["predicted_class"], cols["probe_confidence"] = predicted.tolist(), confidence.tolist()
+        cols["embedding_norm"] = out["features"].norm(dim=1).tolist()
+        if "uncertainty" in out:
+            cols["uncertainty"] = out["uncertainty"].tolist()
+        cols["knn_distance"] = knn.tolist()
+        cols["knn_ood"] = (knn > self.thresholds["knn_distance"]).tolist()
+        if "uncertainty" in out:
+            cols["uncertainty_ood"] = (out["uncertainty"] > self.thresholds["uncertainty"]).tolist()
+        return cols
+
+
+class CsvSink:
+    """Writes column batches as CSV rows to a binary file handle."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.text = io.TextIOWrapper(fh, encoding="utf-8", newline="", write_through=True)
+        self.writer: Optional[csv.DictWriter] = None
+
+    def write(self, cols: dict[str, list]) -> None:
+        if self.writer is None:
+            self.writer = csv.DictWriter(self.text, fieldnames=list(cols))
+            self.writer.writeheader()
+        names = list(cols)
+        self.writer.writerows(dict(zip(names, row)) for row in zip(*cols.values()))
+
+    def close(self) -> None:
+        self.text.flush()
+        self.text.detach()
+
+
+class ParquetSink:
+    """Writes column batches as row groups of a Parquet file (needs pyarrow)."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        import pyarrow.parquet as pq
+
+        self.pq, self.fh, self.writer = pq, fh, None
+
+    def write(self, cols: dict[str, list]) -> None:
+        import pyarrow as pa
+
+        table = pa.table(cols)
+        if self.writer is None:
+            self.writer = self.pq.ParquetWriter(self.fh, table.schema)
+        self.writer.write_table(table)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def output_format(out: Path) -> str:
+    """``csv`` or ``parquet`` from the file suffix; Parquet needs pyarrow (checked before any work)."""
+    fmt = FORMATS.get(out.suffix.lower())
+    if fmt is None:
+        raise ConfigError(f"--out {out}: use a .csv or .parquet file name")
+    if fmt == "parquet":
+        try:
+            import pyarrow  # noqa: F401
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"writing {out} needs pyarrow: `pip install pyarrow`, or write CSV (--out "
+                              f"{out.with_suffix('.csv')})") from None
+    return fmt
+
+
+def score_dataset(run: str | Path, data: str, out: Optional[str | Path] = None,
+                  options: Optional[ScoreOptions] = None) -> ScoreSummary:
+    """Score every readable image of ``data`` (dataset spec or ``folder:PATH``) with the model of ``run``.
+
+    Writes ``out`` (default ``RUN/scores.csv``) atomically and a ``.json`` sidecar next to it.
+    """
+    options = options or ScoreOptions()
+    out = Path(out) if out is not None else Path(run) / "scores.csv"
+    fmt = output_format(out)
+    scorer = Scorer(run, options)
+    dataset = scorer.dataset(data, options.split)  # fail on a bad spec before the reference passes
+    scorer.fit_reference()
+    rows, skipped = 0, []
+
+    def write(fh: IO[bytes]) -> None:
+        nonlocal rows
+        sink = CsvSink(fh) if fmt == "csv" else ParquetSink(fh)
+        for images, labels, indices, skipped_idx in scorer.batches(dataset, f"scoring {dataset.name}"):
+            skipped.extend(dataset.item_id(int(i)) for i in skipped_idx)
+            if images is None:
+                continue
+            sink.write(scorer.columns(dataset, images, labels, indices))
+            rows += len(indices)
+        if rows == 0:
+            raise ConfigError(f"{data}: none of its {len(skipped)} images could be read")
+        sink.close()
+
+    atomic_write(out, write)
+    sidecar = out.with_suffix(".json")
+    protocol = {**scorer.protocol, "split": options.split, "batch_size": options.batch_size}
+    atomic_write_json(sidecar, {"run": str(run), "data": data, "out": str(out), "rows": rows,
+                                "skipped": skipped, "thresholds": scorer.thresholds, "protocol": protocol,
+                                "checkpoint": scorer.model.checkpoint_meta})
+    return ScoreSummary(out, sidecar, rows, skipped, scorer.thresholds, protocol)

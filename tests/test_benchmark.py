@@ -1,0 +1,89 @@
+"""`probcl benchmark`: config merging, a tiny 2 methods x 1 seed grid, and resuming without re-running."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from probcl.benchmark import Cell, cell_config, load_benchmark, run_benchmark
+from probcl.cli import main
+from probcl.cli_support import resolve_config_path
+from probcl.config import ConfigError
+from probcl.io import read_json
+
+TINY = {
+    "data.dataset": "digits",
+    "model": {"width": 4, "proj_hidden": 16, "proj_out": 8},
+    "train": {"epochs": 1, "batch_size": 32, "limit_train_batches": 3, "monitor_train_samples": 200,
+              "monitor_test_samples": 100, "progress_bar": False},
+}
+
+
+def write(path, tree) -> str:
+    path.write_text(yaml.safe_dump(tree))
+    return str(path)
+
+
+def test_cell_config_layers(tmp_path):
+    bench_file = write(tmp_path / "b.yaml", {
+        "base": "fashion-mnist/simclr",
+        "methods": {"moco": {"config": "fashion-mnist/moco", "overrides": {"method_args.queue_size": 64}},
+                    "simclr": "fashion-mnist/simclr"},
+        "overrides": {"train.epochs": 7, "model": {"width": 8}},
+        "seeds": [3], "batch_sizes": [16],
+    })
+    bench, base_dir = load_benchmark(bench_file)
+    cfg = cell_config(bench, Cell("moco", 3, 16), tmp_path / "out", base_dir)
+    preset = yaml.safe_load(resolve_config_path("fashion-mnist/moco").read_text())
+    assert cfg.method == "moco"  # from the method preset, not the SimCLR base
+    assert cfg.method_args == {**preset["method_args"], "queue_size": 64}  # preset + the method's override
+    assert cfg.model.proj_out == preset["model"]["proj_out"]
+    assert cfg.train.epochs == 7 and cfg.model.width == 8  # the common budget wins over the preset
+    assert cfg.train.seed == 3 and cfg.train.batch_size == 16
+    assert cfg.run_dir == str(tmp_path / "out" / "cells" / "moco-s3-b16")
+
+
+@pytest.mark.parametrize("tree, message", [
+    ({"methods": {}}, "methods"),
+    ({"methods": {"a": "fashion-mnist/simclr"}, "reference": "b"}, "reference"),
+    ({"methods": {"a": "fashion-mnist/simclr"}, "suites": ["nope"]}, "unknown evaluation suite"),
+    ({"methods": {"a": "fashion-mnist/simclr"}, "seedz": [1]}, "unknown config key"),
+])
+def test_bad_benchmark_files(tmp_path, tree, message):
+    with pytest.raises((ConfigError, ValueError), match=message):
+        load_benchmark(write(tmp_path / "b.yaml", tree))
+
+
+def test_tiny_benchmark_writes_reports_and_resumes(tmp_path):
+    out = tmp_path / "bench"
+    bench_file = write(tmp_path / "tiny.yaml", {
+        "title": "tiny", "out": str(out),
+        "methods": {"simclr": "fashion-mnist/simclr", "byol": "fashion-mnist/byol"},
+        "overrides": TINY, "seeds": [0],
+        "suites": ["linear", "knn", "calibration", "ood", "efficiency"],
+        "suite_options": {"ood": {"datasets": ["noise:uniform", "inverted"], "max_images": 100, "knn_k": [10],
+                                  "mc_passes": 3}},
+        "reference": "simclr",
+        "eval": {"max_train": 200},
+    })
+    assert main(["benchmark", "--config", bench_file]) == 0
+    results = read_json(out / "results.json")
+    assert [c["name"] for c in results["cells"]] == ["simclr-s0", "byol-s0"]
+    assert set(results["groups"]) == {"simclr", "byol"}
+    for group in results["groups"].values():
+        assert group["metrics"]["linear/top1"]["n"] == 1 and group["metrics"]["linear/top1"]["std"] is None
+        assert "ood/sets.inverted.msp.auroc" in group["metrics"] and "train/seconds_per_epoch" in group["metrics"]
+    assert results["groups"]["simclr"]["metrics"]["efficiency/relative_efficiency.knn_top1"]["mean"] == 1.0
+    md = (out / "report.md").read_text()
+    assert "| simclr | 1 |" in md and "| byol | 1 |" in md
+    for figure in ("plots/curve-monitor-knn-top1.png", "plots/reliability-simclr.png", "plots/ood-byol.png"):
+        assert figure in md and (out / figure).exists()
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 5 and "src='plots/" not in html
+
+    stamps = {p: p.stat().st_mtime_ns for p in out.glob("cells/*/*") if p.is_file()}
+    stamps.update({p: p.stat().st_mtime_ns for p in out.glob("cells/*/checkpoints/*")})
+    bench, base_dir = load_benchmark(bench_file)
+    log: list[str] = []
+    run_benchmark(bench, base_dir, log=log.append)
+    assert sum("nothing to do" in line for line in log) == 2
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no checkpoint, eval.json or cell.json rewritten
