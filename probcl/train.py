@@ -105,7 +105,7 @@ class OnlineMonitor(Callback):
                 logits = pl_module.online_probe(test_f.to(pl_module.device)).cpu()
             metrics["monitor/probe_top1"] = topk_accuracy(logits, test_y, (1,))["top1"]
         pl_module.train(was_training)
-        pl_module.log_dict(metrics, on_epoch=True, prog_bar=True, sync_dist=False)
+        pl_module.log_dict(metrics, on_epoch=True, prog_bar=True, sync_dist=True)  # equal on all ranks
 
 
 def data_info_for(cfg: Config, train: TensorImages) -> DataInfo:

@@ -27,6 +27,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.train import pretrain
 
     cfg = load_config(resolve_config_path(args.config), parse_overrides(extra))
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
     run_dir = pretrain(cfg, resume=args.resume)
-    print(f"run saved in {run_dir}")
+    rank_zero_only(print)(f"run saved in {run_dir}")
     return 0

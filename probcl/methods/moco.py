@@ -28,8 +28,9 @@ from probcl.models.heads import mlp
 
 
 @dataclass
-class MoCoParams:
-    temperature: float = 0.2
+class QueueParams:
+    """Momentum-encoder and queue settings shared by MoCo and the methods built on it."""
+
     queue_size: int = 4096  # K negatives; 65536 at ImageNet scale
     momentum: float = 0.99  # key-encoder EMA m; 0.999 at ImageNet scale
     symmetric: bool = False  # also classify q2 against k1 and average the two losses
@@ -37,10 +38,18 @@ class MoCoParams:
     shuffle_bn: bool = True  # shuffle the key batch across ranks under DDP (MoCo Sec. 3.3)
 
     def __post_init__(self) -> None:
-        check_positive("method_args.temperature", self.temperature, strict=True)
         check_positive("method_args.queue_size", self.queue_size, minimum=1)
         if not 0.0 <= self.momentum < 1.0:
             raise ConfigError(f"method_args.momentum must be in [0, 1), got {self.momentum}")
+
+
+@dataclass
+class MoCoParams(QueueParams):
+    temperature: float = 0.2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive("method_args.temperature", self.temperature, strict=True)
 
 
 @METHODS.register("moco")

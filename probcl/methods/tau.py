@@ -26,7 +26,7 @@ from probcl.config import Config, ConfigError, check_positive
 from probcl.losses.info_nce import queue_logits
 from probcl.losses.tau import inverse_temperature, tau_info_nce_loss, tau_nt_xent_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
-from probcl.methods.moco import MoCo
+from probcl.methods.moco import MoCo, QueueParams
 from probcl.models.ema import momentum_copy
 from probcl.models.heads import mlp, projection_head, temperature_head
 from probcl.models.pretrained import BACKBONE_FIELDS, describe_pretrained, load_pretrained_
@@ -114,20 +114,13 @@ class TauSimCLR(TemperatureAsUncertainty, SSLMethod):
 
 
 @dataclass
-class TauMoCoParams:
+class TauMoCoParams(QueueParams):
     scale: float = 0.1  # alpha = sigmoid(u_q) / scale (appendix A)
     shift: bool = True  # logits (cos - 1) * alpha, as in the authors' code (same loss value)
-    queue_size: int = 4096  # K negatives; 65536 in the paper
-    momentum: float = 0.99  # key-encoder EMA m; 0.999 in the paper
-    symmetric: bool = False  # also classify q2 against k1 and average the two losses
-    proj_batch_norm: bool = False  # MoCo v2's head is Linear-ReLU-Linear, without BatchNorm
-    shuffle_bn: bool = True  # shuffle the key batch across ranks under DDP (MoCo Sec. 3.3)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         check_positive("method_args.scale", self.scale, strict=True)
-        check_positive("method_args.queue_size", self.queue_size, minimum=1)
-        if not 0.0 <= self.momentum < 1.0:
-            raise ConfigError(f"method_args.momentum must be in [0, 1), got {self.momentum}")
 
 
 class EmbeddingOnly(nn.Module):
