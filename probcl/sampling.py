@@ -15,7 +15,7 @@ from typing import Literal, Optional
 import torch
 
 from probcl.data.datasets import ImageSource, load_dataset
-from probcl.io import atomic_write
+from probcl.report.plots import save_figure
 from probcl.losses.ebclr import energy
 from probcl.samplers.sgld import MSGLDConfig, proximal_sgld
 
@@ -101,10 +101,7 @@ def save_sample_grid(samples: DrawnSamples, path: str | Path, ncols: Optional[in
         ax.set_title(f"E={samples.energies[i]:.2f}", fontsize=7, pad=2)
     if title:
         fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=100))
-    return path
+    return save_figure(fig, path, dpi=100)
 
 
 def sample_run(run: str | Path, out: Optional[str | Path] = None, data: Optional[str] = None,

@@ -31,6 +31,16 @@ from probcl.runs import RunPaths
 STAT_SAMPLES = 10000  # images used to estimate the per-channel mean/std
 
 
+class _DropTips(logging.Filter):
+    """Hide Lightning's advertising tips; its device and progress messages stay."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Tip:" not in record.getMessage()
+
+
+logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropTips())
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Write checkpoints to a temporary file and rename, so a killed run never leaves a torn file."""
 
@@ -216,6 +226,5 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*does not have many workers.*")
         warnings.filterwarnings("ignore", ".*LeafSpec.*")
-        logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
         trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
     return paths.root

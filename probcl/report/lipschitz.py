@@ -10,7 +10,7 @@ import torch
 from matplotlib.figure import Figure
 
 from probcl.io import atomic_write
-from probcl.report.plots import _save
+from probcl.report.plots import save_figure
 from probcl.runs import RunPaths
 
 QUANTITIES = {"sampled": "|log e(z|x) - log e(z|x+dx)| / ||dx||  (Eq. 19)",
@@ -72,4 +72,4 @@ def plot_lipschitz_histograms(runs: Mapping[str, str | Path] | Sequence[str | Pa
         ax.set_visible(False)
     note = "last bin: values above the 99th percentile; lower = smoother"
     fig.suptitle(f"{title or QUANTITIES[quantity]}\n({note})", fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path)

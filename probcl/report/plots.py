@@ -10,13 +10,14 @@ from matplotlib.figure import Figure
 DPI = 110
 
 
-def _save(fig: Figure, path: str | Path) -> Path:
+def save_figure(fig: Figure, path: str | Path, dpi: int = DPI) -> Path:
+    """Lay out ``fig`` and write it as a PNG, atomically; returns the path."""
     from probcl.io import atomic_write
 
     path = Path(path)
     FigureCanvasAgg(fig)
     fig.tight_layout()
-    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=DPI))
+    atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=dpi))
     return path
 
 
@@ -36,7 +37,7 @@ def reliability_diagram(bins: dict, path: str | Path, title: str = "") -> Path:
     ax.legend(loc="upper left", fontsize=8)
     ax_count.bar(left, bins["count"], width=width, align="edge", color="#8c8c8c")
     ax_count.set(xlabel="confidence (max softmax)", ylabel="count")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def score_histograms(histograms: dict[str, dict], path: str | Path, title: str = "",
@@ -56,7 +57,7 @@ def score_histograms(histograms: dict[str, dict], path: str | Path, title: str =
     axes[0].legend(fontsize=7)
     if title:
         fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def curves(series: dict[str, Sequence[tuple[float, float]]], path: str | Path, ylabel: str, title: str = "",
@@ -71,4 +72,4 @@ def curves(series: dict[str, Sequence[tuple[float, float]]], path: str | Path, y
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    return _save(fig, path)
+    return save_figure(fig, path)
