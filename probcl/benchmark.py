@@ -59,7 +59,7 @@ class BenchmarkConfig:
     description: str = ""  # budget and hardware notes, printed at the top of the report
     out: str = "runs/benchmark"
     base: Optional[str] = None  # preset giving shared settings
-    methods: dict = field(default_factory=dict)  # label -> preset path, or {config: path, overrides: {...}}
+    methods: dict = field(default_factory=dict)  # label -> preset path, or {config: path, overrides: {...}, seeds: [...]}
     overrides: dict = field(default_factory=dict)  # dotted keys applied to every cell: the common budget
     seeds: list[int] = field(default_factory=lambda: [0])
     batch_sizes: Optional[list[int]] = None  # optional extra grid axis
@@ -116,10 +116,16 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
     return bench, Path(path).parent
 
 
+def method_seeds(bench: BenchmarkConfig, label: str) -> list[int]:
+    """The seeds of one method: its own ``seeds`` entry, else the benchmark's."""
+    spec = bench.methods[label]
+    return list(spec["seeds"]) if isinstance(spec, dict) and spec.get("seeds") else bench.seeds
+
+
 def grid(bench: BenchmarkConfig) -> list[Cell]:
     """All cells, the reference method's first (so others can reuse its results)."""
     methods = sorted(bench.methods, key=lambda m: m != bench.reference)
-    return [Cell(m, s, b) for m in methods for b in (bench.batch_sizes or [None]) for s in bench.seeds]
+    return [Cell(m, s, b) for m in methods for b in (bench.batch_sizes or [None]) for s in method_seeds(bench, m)]
 
 
 def _preset_tree(name: str, base_dir: Path) -> dict:
@@ -154,9 +160,9 @@ def _method_spec(bench: BenchmarkConfig, label: str) -> tuple[str, dict]:
     if isinstance(spec, str):
         return spec, {}
     if isinstance(spec, dict) and isinstance(spec.get("config"), str):
-        unknown = set(spec) - {"config", "overrides"}
+        unknown = set(spec) - {"config", "overrides", "seeds"}
         if unknown:
-            raise ConfigError(f"methods.{label}: unknown key(s) {', '.join(sorted(unknown))}; valid: config, overrides")
+            raise ConfigError(f"methods.{label}: unknown key(s) {', '.join(sorted(unknown))}; valid: config, overrides, seeds")
         return spec["config"], dict(spec.get("overrides") or {})
     raise ConfigError(f"methods.{label} must be a preset path or {{config: PATH, overrides: {{...}}}}, got {spec!r}")
 
@@ -236,8 +242,9 @@ def cell_suite_options(bench: BenchmarkConfig, cell: Cell, root: Path) -> dict:
         for suite in ("efficiency", "corruptions"):
             if suite in bench.suites:
                 options.setdefault(suite, {}).setdefault("reference", str(ref))
-    if bench.ensemble and "ood" in bench.suites and len(bench.seeds) > 1:
-        others = [str(cells_dir / Cell(cell.method, s, cell.batch_size).name) for s in bench.seeds if s != cell.seed]
+    seeds = method_seeds(bench, cell.method)
+    if bench.ensemble and "ood" in bench.suites and len(seeds) > 1:
+        others = [str(cells_dir / Cell(cell.method, s, cell.batch_size).name) for s in seeds if s != cell.seed]
         options.setdefault("ood", {}).setdefault("runs", others)
     return options
 
