@@ -226,9 +226,10 @@ def train_cell(cfg: Config) -> dict:
     except TrainingDivergedError as e:
         record["error"] = str(e)
     seconds = time.perf_counter() - start
-    epochs = max(1, cfg.train.epochs - start_epoch)
-    record.update(seconds=round(seconds, 2), epochs=cfg.train.epochs, seconds_per_epoch=round(seconds / epochs, 2),
+    record.update(seconds=round(seconds, 2), epochs=cfg.train.epochs,
                   timing="wall time of the pretraining call (data loading, training, per-epoch monitor)")
+    if start_epoch == 0:  # a resumed cell's wall time does not cover whole epochs
+        record["seconds_per_epoch"] = round(seconds / cfg.train.epochs, 2)
     atomic_write_json(record_path, record)
     return record
 
@@ -306,7 +307,7 @@ def run_benchmark(bench: BenchmarkConfig, base_dir: Path, out: Optional[str | Pa
     configs = {cell: cell_config(bench, cell, root, base_dir) for cell in cells}  # every error before any work
     for i, cell in enumerate(cells, 1):
         record = train_cell(configs[cell])
-        status = f"failed: {record['error'].splitlines()[0]}" if record.get("error") else f"{record['seconds_per_epoch']} s/epoch"
+        status = f"failed: {record['error'].splitlines()[0]}" if record.get("error") else f"{record.get('seconds_per_epoch', '-')} s/epoch"
         log(f"[{i}/{len(cells)}] trained {cell.name}: {status}")
     for i, cell in enumerate(cells, 1):
         if read_json(root / "cells" / cell.name / CELL_FILE, {}).get("error"):
