@@ -9,7 +9,6 @@ the warm-up + cosine schedule. Methods expose ``embed`` (backbone features), ``p
 """
 from __future__ import annotations
 
-import dataclasses
 import random
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
@@ -188,7 +187,3 @@ class SSLMethod(pl.LightningModule):
         if states["cuda"] is not None and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(states["cuda"])
 
-
-def method_params_doc(cls: type[SSLMethod]) -> dict[str, Any]:
-    """Default hyper-parameters of a method, for `probcl list` and docs."""
-    return dataclasses.asdict(cls.Params())
