@@ -13,6 +13,7 @@ import time
 from dataclasses import asdict
 
 import torch
+from common import optimiser_step
 
 from probcl.cli_support import resolve_config_path
 from probcl.config import load_config
@@ -33,12 +34,7 @@ def time_steps(preset: str, images: torch.Tensor, steps: int, overrides: dict) -
         x = images[(i * batch_size) % len(images):][:batch_size]
         batch = (x, torch.full((len(x),), -1), torch.arange(len(x)))
         start = time.perf_counter()
-        view1, view2 = model.views(x)
-        loss = model.step(view1, view2, batch).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        model.after_optimizer_step()
+        optimiser_step(model, optimizer, *model.views(x), batch)
         if i:
             times.append(time.perf_counter() - start)
     return statistics.mean(times)

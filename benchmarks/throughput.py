@@ -13,6 +13,7 @@ from dataclasses import asdict
 
 import torch
 from torch.utils.data import DataLoader
+from common import optimiser_step
 
 from probcl.config import load_config
 from probcl.data.datasets import load_dataset
@@ -66,11 +67,7 @@ def main() -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def compute_step(views):
-        v1, v2 = views
-        loss = model.step(v1, v2, None).loss
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        optimiser_step(model, optimizer, *views)
 
     def full_step(images):
         compute_step(model.views(images.to(device, non_blocking=True)))

@@ -12,15 +12,15 @@ to SimCLR (per-epoch ratios are the same: equal batches per epoch). The paper's 
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 import torch
+from common import optimiser_step
 
+from probcl.io import atomic_write_json
 from probcl.config import load_config
 from probcl.data.datasets import load_dataset
 from probcl.methods import METHODS, DataInfo
@@ -51,7 +51,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--methods", default="simclr,vem-langevin,vem-svgd,vem-image")
     p.add_argument("--device", default="auto")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--output", default="vem_overhead.json", help="JSON file for the results")
+    p.add_argument("--output", default="benchmarks/results/vem_overhead.json", help="JSON file for the results")
     return p.parse_args()
 
 
@@ -69,12 +69,7 @@ class Trainer:
         self.optimizer = torch.optim.Adam(params, lr=1e-3)
 
     def step(self, images: torch.Tensor) -> None:
-        view1, view2 = self.model.views(images)
-        out = self.model.step(view1, view2, (images, None, None))
-        self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()
-        self.optimizer.step()
-        self.model.after_optimizer_step()
+        optimiser_step(self.model, self.optimizer, *self.model.views(images), (images, None, None))
 
 
 def main() -> None:
@@ -126,8 +121,7 @@ def main() -> None:
     report = {"settings": vars(args), "device": str(device),
               "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
               "threads": torch.get_num_threads(), "results": results}
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(report, indent=2))
+    atomic_write_json(args.output, report)
     print(f"wrote {args.output}")
 
 
