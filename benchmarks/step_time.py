@@ -15,12 +15,12 @@ from dataclasses import asdict
 import torch
 from common import optimiser_step
 
-from probcl.cli_support import resolve_config_path
+from probcl.core.presets import resolve_config_path
 from probcl.config import load_config
 from probcl.data.datasets import load_dataset
 from probcl.methods import METHODS
-from probcl.optim import build_optimizer
-from probcl.train import data_info_for
+from probcl.methods.optim import build_optimizer
+from probcl.tasks.pretrain import data_info_for
 
 
 def time_steps(preset: str, images: torch.Tensor, steps: int, overrides: dict) -> float:

@@ -17,10 +17,10 @@ from common import optimiser_step
 
 from probcl.config import load_config
 from probcl.data.datasets import load_dataset
-from probcl.io import atomic_write_json
+from probcl.core.io import atomic_write_json
 from probcl.methods import METHODS
-from probcl.runs import resolve_device
-from probcl.train import data_info_for
+from probcl.core.runs import resolve_device
+from probcl.tasks.pretrain import data_info_for
 
 
 def build(args):

@@ -20,11 +20,11 @@ from dataclasses import asdict
 import torch
 from common import optimiser_step
 
-from probcl.io import atomic_write_json
+from probcl.core.io import atomic_write_json
 from probcl.config import load_config
 from probcl.data.datasets import load_dataset
 from probcl.methods import METHODS, DataInfo
-from probcl.runs import resolve_device
+from probcl.core.runs import resolve_device
 
 PAPER_TABLE_8 = {"vem-langevin": 154.4 / 140.3, "vem-svgd": 160.9 / 140.3, "vem-image": 1230.4 / 140.3}
 METHOD_ARGS = {

@@ -1,5 +1,5 @@
 """probcl: probabilistic contrastive self-supervised learning (VEM, EBCLR, TaU, CEB and baselines)."""
-from probcl.runs import load
+from probcl.core.runs import load
 
 __version__ = "0.1.0"
 __all__ = ["load", "__version__"]

@@ -6,7 +6,7 @@ import sys
 from typing import Optional
 
 import probcl.commands
-from probcl.discovery import import_submodules
+from probcl.core.discovery import import_submodules
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
@@ -21,12 +21,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """Entry point; expected failures print one line naming the problem and return non-zero."""
-    from probcl.config import ConfigError
-    from probcl.data.datasets import DatasetError
-    from probcl.methods import TrainingDivergedError
-    from probcl.registry import UnknownNameError
-    from probcl.runs import RunError
+    """Entry point; expected failures (:class:`probcl.errors.ProbclError`) print one line and return non-zero."""
+    from probcl.errors import ProbclError
 
     parser, commands = build_parser()
     args, extra = parser.parse_known_args(argv)
@@ -35,12 +31,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return module.run(args, extra)
-    except (ConfigError, UnknownNameError) as e:
-        print(f"probcl: config error: {e}", file=sys.stderr)
-        return 2
-    except (DatasetError, RunError, TrainingDivergedError) as e:
-        print(f"probcl: error: {e}", file=sys.stderr)
-        return 1
+    except ProbclError as e:
+        print(f"probcl: {e.kind}: {e}", file=sys.stderr)
+        return e.exit_code
 
 
 if __name__ == "__main__":

@@ -17,9 +17,7 @@ from typing import Any, Literal, Optional
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """An invalid configuration value; the message names the key and how to fix it."""
+from probcl.errors import ConfigError
 
 
 @dataclass
@@ -256,13 +254,48 @@ def parse_override_value(text: str) -> Any:
         return text
 
 
+# Short CLI flags that stand for config keys (`probcl pretrain --epochs 5` = `--train.epochs 5`).
+ALIASES = {
+    "--method": "method", "--run-dir": "run_dir", "--init": "init", "--base": "method_args.base",
+    "--dataset": "data.dataset", "--data-root": "data.root", "--download": "data.download",
+    "--train-subset": "data.train_subset",
+    "--epochs": "train.epochs", "--batch-size": "train.batch_size", "--seed": "train.seed",
+    "--accelerator": "train.accelerator", "--devices": "train.devices", "--strategy": "train.strategy",
+    "--num-nodes": "train.num_nodes", "--precision": "train.precision", "--sync-batchnorm": "train.sync_batchnorm",
+}
+FLAG_ALIASES = {"--download", "--sync-batchnorm"}  # take no value
+
+
+def parse_overrides(tokens: list[str]) -> dict:
+    """``--a.b value``, ``--a.b=value`` and the aliases above -> {dotted key: parsed value}."""
+    overrides, i = {}, 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("--"):
+            raise ConfigError(f"unexpected argument {token!r}; overrides look like --train.epochs 5")
+        key, _, value = token.partition("=")
+        if key in FLAG_ALIASES and not value:
+            overrides[ALIASES[key]] = True
+            i += 1
+            continue
+        dotted = ALIASES.get(key, key[2:].replace("-", "_"))
+        if not value:
+            if i + 1 >= len(tokens):
+                raise ConfigError(f"{key} needs a value")
+            value = tokens[i + 1]
+            i += 1
+        overrides[dotted] = parse_override_value(value)
+        i += 1
+    return overrides
+
+
 def load_config(path: str | os.PathLike | None = None, overrides: dict[str, Any] | None = None) -> Config:
     """Load a YAML config (optional), apply dotted overrides, validate and return it."""
     tree: dict = {}
     if path is not None:
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist; see `probcl list` for the presets in configs/")
+            raise ConfigError(f"config file {path} does not exist; see `probcl list presets` for the presets")
         try:
             tree = yaml.safe_load(path.read_text()) or {}
         except yaml.YAMLError as e:
@@ -274,6 +307,6 @@ def load_config(path: str | os.PathLike | None = None, overrides: dict[str, Any]
 
 def save_config(cfg: Config, path: str | os.PathLike) -> None:
     """Write the resolved config as YAML, atomically."""
-    from probcl.io import atomic_write_text
+    from probcl.core.io import atomic_write_text
 
     atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

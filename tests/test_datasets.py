@@ -109,7 +109,7 @@ def test_labeled_subset_is_stratified_and_seeded():
 
 
 def test_unknown_dataset_lists_choices():
-    from probcl.registry import UnknownNameError
+    from probcl.core.registry import UnknownNameError
 
     with pytest.raises(UnknownNameError, match="fashion-mnist"):
         load_dataset("imagenet-42")

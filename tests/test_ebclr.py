@@ -254,7 +254,7 @@ def test_invalid_hyper_parameters_are_rejected():
 def _ddp_worker(rank, rendezvous, out_dir, z1, z2, zs):
     import torch.distributed as dist
 
-    from probcl.distributed import gather_with_grad
+    from probcl.core.distributed import gather_with_grad
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
@@ -294,8 +294,8 @@ def test_one_epoch_run_checkpoints_the_buffer_and_samples_a_png(tiny_config, tmp
 
     from probcl.cli import main
     from probcl.methods.ebclr import BUFFER_KEY
-    from probcl.runs import RunPaths, read_metrics
-    from probcl.train import pretrain
+    from probcl.core.runs import RunPaths, read_metrics
+    from probcl.tasks.pretrain import pretrain
 
     root = pretrain(tiny_config("ebclr", **{**TINY, "train.limit_train_batches": 10}))  # 10 = logging interval
     meta = torch.load(RunPaths(root).last, map_location="cpu", weights_only=False)
@@ -311,8 +311,8 @@ def test_one_epoch_run_checkpoints_the_buffer_and_samples_a_png(tiny_config, tmp
 
 
 def test_resumed_run_continues_exactly_with_its_buffer(tiny_config):
-    from probcl.runs import RunPaths
-    from probcl.train import pretrain
+    from probcl.core.runs import RunPaths
+    from probcl.tasks.pretrain import pretrain
 
     same = {**TINY, "train.monitor_every_n_epochs": 0, "optim.schedule": "constant"}  # lr independent of epochs
     full = pretrain(tiny_config("ebclr", run_name="full", **same, **{"train.epochs": 2}))
@@ -327,7 +327,7 @@ def test_resumed_run_continues_exactly_with_its_buffer(tiny_config):
 
 def test_exploding_gradients_stop_with_the_culprits_named(tiny_config):
     cfg = tiny_config("ebclr", run_name="boom", **TINY, **{"method_args.max_grad_norm": 1e-9})
-    from probcl.train import pretrain
+    from probcl.tasks.pretrain import pretrain
 
     with pytest.raises(TrainingDivergedError, match="sgld.step_size.*clamp.*lam"):
         pretrain(cfg)

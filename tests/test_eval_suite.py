@@ -11,9 +11,9 @@ from probcl.data.datasets import labeled_subset, load_dataset, random_subset
 from probcl.eval.corruptions import corruption_errors
 from probcl.eval.efficiency import epochs_to_reach, relative_efficiency
 from probcl.eval.ood import method_uncertainty_fns
-from probcl.evaluate import evaluate_run
-from probcl.io import read_json
-from probcl.train import pretrain
+from probcl.tasks.evaluate import evaluate_run
+from probcl.core.io import read_json
+from probcl.tasks.pretrain import pretrain
 
 MAX_TRAIN = 300
 

@@ -18,8 +18,8 @@ from probcl.data.datasets import load_dataset
 from probcl.losses.tau import tau_info_nce_loss, tau_nt_xent_loss
 from probcl.models.backbones import build_backbone
 from probcl.models.pretrained import describe_pretrained, load_pretrained_
-from probcl.runs import RunPaths
-from probcl.train import pretrain
+from probcl.core.runs import RunPaths
+from probcl.tasks.pretrain import pretrain
 
 from conftest import tiny_overrides
 
@@ -186,7 +186,7 @@ def test_posthoc_leaves_every_backbone_tensor_bit_identical(tiny_config, project
 
 
 def test_posthoc_from_exported_weights_and_clear_errors(tiny_config, tmp_path):
-    from probcl.export import export_backbone
+    from probcl.tasks.export import export_backbone
 
     init = pretrain(tiny_config("simclr", run_name="init"))
     weights = export_backbone(init, tmp_path / "w.safetensors")

@@ -7,8 +7,8 @@ from lightning.pytorch.callbacks import Callback
 
 import probcl
 from probcl.methods import TrainingDivergedError
-from probcl.runs import RunPaths
-from probcl.train import pretrain
+from probcl.core.runs import RunPaths
+from probcl.tasks.pretrain import pretrain
 
 
 def test_one_epoch_writes_run_directory(tiny_config):
@@ -86,7 +86,7 @@ def test_export_loads_into_torchvision_resnet(tiny_config, tmp_path):
     import torchvision
     from safetensors.torch import load_file
 
-    from probcl.export import export_backbone
+    from probcl.tasks.export import export_backbone
 
     cfg = tiny_config(run_name="resnet", **{"model.backbone": "resnet18", "model.cifar_stem": False,
                                             "train.limit_train_batches": 1, "train.batch_size": 4,

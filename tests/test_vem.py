@@ -214,8 +214,8 @@ def test_bank_is_identical_across_two_ddp_ranks_and_equals_one_process(tmp_path)
 ])
 def test_tiny_pretraining_writes_a_loadable_checkpoint(tiny_config, method, args):
     import probcl
-    from probcl.runs import RunPaths
-    from probcl.train import pretrain
+    from probcl.core.runs import RunPaths
+    from probcl.tasks.pretrain import pretrain
 
     bank_args = {} if method == "vem-image" else {"bank_size": 48}
     cfg = tiny_config(method, run_name=f"{method}-{len(args)}-{args['base']}",
@@ -242,7 +242,7 @@ def test_tiny_pretraining_writes_a_loadable_checkpoint(tiny_config, method, args
     ({"bank_size": 0}, "bank_size"),
 ])
 def test_invalid_hyper_parameters_name_the_key(tiny_config, args, key):
-    from probcl.train import pretrain
+    from probcl.tasks.pretrain import pretrain
 
     cfg = tiny_config("vem-svgd", **{"method_args": args})
     with pytest.raises(ConfigError, match=key):

@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from probcl.benchmark import load_benchmark, rebuild_report, run_benchmark
+    from probcl.tasks.benchmark import load_benchmark, rebuild_report, run_benchmark
 
     bench, base_dir = load_benchmark(args.config)
     if args.report_only:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from probcl.cli_support import print_table
+from probcl.core.progress import print_table
 
 NAME = "evaluate"
 HELP = "run evaluation suites on a run; results merged into eval.json"
@@ -24,8 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from probcl.cli_support import parse_suite_options
-    from probcl.evaluate import evaluate_run, format_table
+    from probcl.eval.suites import parse_suite_options
+    from probcl.tasks.evaluate import evaluate_run, format_table
 
     suites = [s.strip() for s in args.suite.split(",") if s.strip()]
     results = evaluate_run(args.run, suites, args.device, args.batch_size, args.features, args.max_train,

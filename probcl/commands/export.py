@@ -14,7 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from probcl.export import export_backbone
+    from probcl.tasks.export import export_backbone
 
     out = export_backbone(args.run, args.out, args.format)
     print(f"backbone weights written to {out}")

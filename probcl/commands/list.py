@@ -13,7 +13,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from probcl.cli_support import list_presets
+    from probcl.core.presets import list_presets
     from probcl.data.datasets import dataset_names
     from probcl.eval import SUITES
     from probcl.methods import METHODS

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import argparse
 
-from probcl.cli_support import ALIASES, parse_overrides, resolve_config_path
+from probcl.config import ALIASES, parse_overrides
+from probcl.core.presets import resolve_config_path
 
 NAME = "pretrain"
 HELP = "pretrain an encoder (resumes from last.ckpt when the run directory has one)"
@@ -24,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.config import load_config
-    from probcl.train import pretrain
+    from probcl.tasks.pretrain import pretrain
 
     cfg = load_config(resolve_config_path(args.config), parse_overrides(extra))
     from lightning.fabric.utilities.rank_zero import rank_zero_only

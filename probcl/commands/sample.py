@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.config import check_positive
-    from probcl.sampling import sample_run
+    from probcl.tasks.sample import sample_run
 
     check_positive("--num", args.num, minimum=1)
     check_positive("--steps", args.steps, minimum=0)

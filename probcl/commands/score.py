@@ -30,8 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from probcl.cli_support import print_table
-    from probcl.scoring import ScoreOptions, score_dataset
+    from probcl.core.progress import print_table
+    from probcl.tasks.score import ScoreOptions, score_dataset
 
     options = ScoreOptions(k=args.k, tpr=args.ood_threshold_tpr, probe=args.probe,
                            uncertainty_score=args.uncertainty_score, split=args.split, batch_size=args.batch_size,

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from probcl.registry import Registry
+from probcl.core.registry import Registry
 
 Corruption = Callable[[torch.Tensor, int, torch.Generator], torch.Tensor]
 CORRUPTIONS: Registry[Corruption] = Registry("corruption")

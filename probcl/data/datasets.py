@@ -19,17 +19,14 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
-from probcl.registry import Registry
+from probcl.core.registry import Registry
+from probcl.errors import DatasetError
 
 Split = Literal["train", "test", "all"]
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
 FASHION_MNIST_SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")
 HOLDOUT_FRACTION = 0.2  # test share of folder/npz datasets that have no explicit test split
 HOLDOUT_SEED = 0
-
-
-class DatasetError(RuntimeError):
-    """Missing, unreadable or malformed data; the message names the file and the fix."""
 
 
 class CorruptImageError(DatasetError):

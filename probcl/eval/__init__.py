@@ -4,7 +4,7 @@ Every module of this package is imported so that the suites it registers are kno
 """
 import sys
 
-from probcl.discovery import import_submodules
+from probcl.core.discovery import import_submodules
 from probcl.eval.suites import SUITES, EvalContext
 
 import_submodules(sys.modules[__name__])

@@ -11,7 +11,7 @@ from probcl.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from probcl.data.datasets import TensorImages
 from probcl.eval.inputs import as_list, id_test_images, probe_logits
 from probcl.eval.suites import SUITES, EvalContext
-from probcl.io import read_json
+from probcl.core.io import read_json
 
 
 def corruption_accuracies(ctx: EvalContext, names: list[str], max_images: Optional[int], seed: int) -> dict:

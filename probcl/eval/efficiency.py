@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from probcl.eval.suites import SUITES, EvalContext
-from probcl.runs import epoch_curve
+from probcl.core.runs import epoch_curve
 
 MONITOR_KEYS = {"knn_top1": "monitor/knn_top1", "probe_top1": "monitor/probe_top1"}
 

@@ -6,7 +6,7 @@ from typing import Callable, Optional
 import torch
 from torch.utils.data import DataLoader
 
-from probcl.progress import progress
+from probcl.core.progress import progress
 
 
 @torch.no_grad()

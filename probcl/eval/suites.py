@@ -14,12 +14,14 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from probcl.config import parse_override_value
+from probcl.errors import ConfigError
 from probcl.data.datasets import TensorImages, load_dataset, random_subset
 from probcl.eval.features import extract, pixel_features
 from probcl.eval.knn import plain_knn_predict, topk_accuracy, weighted_knn_scores
 from probcl.eval.linear import LinearProbe, linear_probe
-from probcl.registry import Registry
-from probcl.runs import RunPaths, load, resolve_device
+from probcl.core.registry import Registry
+from probcl.core.runs import RunPaths, load, resolve_device
 
 Suite = Callable[..., dict]
 SUITES: Registry[Suite] = Registry("evaluation suite")
@@ -119,3 +121,18 @@ def knn_suite(ctx: EvalContext, k: int = 200, temperature: float = 0.1, plain_k:
         "protocol": ctx.protocol(weighted=f"k={k}, T={temperature}, cosine, exp(sim/T) votes (InstDisc)",
                                  plain=f"k={plain_k}, Euclidean, majority vote", best_epoch_picked=False),
     }
+
+
+def parse_suite_options(items: list[str]) -> dict[str, dict]:
+    """``["ood.datasets=digits,mnist", "knn.k=20"]`` -> {"ood": {"datasets": [...]}, "knn": {"k": 20}}."""
+    options: dict[str, dict] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        suite, dot, name = key.partition(".")
+        if not sep or not dot:
+            raise ConfigError(f"suite option {item!r} must look like SUITE.KEY=VALUE")
+        parsed = parse_override_value(value)
+        if isinstance(parsed, str) and "," in parsed:
+            parsed = [v for v in parsed.split(",") if v]
+        options.setdefault(suite, {})[name] = parsed
+    return options

@@ -20,7 +20,7 @@ from typing import Literal, Optional
 import torch
 import torch.nn.functional as F
 
-from probcl.distributed import gather_with_grad, rank
+from probcl.core.distributed import gather_with_grad, rank
 from probcl.distributions.vmf import VonMisesFisher, vmf_constants
 
 Candidates = Literal["cross-view", "both-views"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from probcl.distributed import gather_with_grad, rank
+from probcl.core.distributed import gather_with_grad, rank
 
 
 def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool = True

@@ -1,7 +1,7 @@
 """Self-supervised methods, registered by name in ``METHODS`` (every module here is imported)."""
 import sys
 
-from probcl.discovery import import_submodules
+from probcl.core.discovery import import_submodules
 from probcl.methods.base import METHODS, DataInfo, SSLMethod, StepOutput, TrainingDivergedError
 
 import_submodules(sys.modules[__name__], skip=("base",))

@@ -20,18 +20,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from probcl.config import Config, from_dict
+from probcl.errors import TrainingDivergedError
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
-from probcl.distributed import world_size
+from probcl.core.distributed import world_size
 from probcl.models.backbones import build_backbone
 from probcl.models.heads import projection_head
-from probcl.optim import build_optimizer, build_scheduler
-from probcl.registry import Registry
+from probcl.methods.optim import build_optimizer, build_scheduler
+from probcl.core.registry import Registry
 
 METHODS: Registry[type["SSLMethod"]] = Registry("method")
-
-
-class TrainingDivergedError(RuntimeError):
-    """The loss (or an energy/gradient a method watches) became non-finite or exploded."""
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 
 from probcl.config import ConfigError, check_positive
-from probcl.distributed import gather_with_grad, world_size
+from probcl.core.distributed import gather_with_grad, world_size
 from probcl.losses.ebclr import ebclr_loss, energy
 from probcl.methods.base import METHODS, SSLMethod, StepOutput, TrainingDivergedError
 from probcl.samplers.sgld import MSGLDConfig, MultiStageSGLD, ProposalFn, ReplayBuffer

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from probcl.config import ConfigError, check_positive
-from probcl.distributed import broadcast_, gather_no_grad, rank, world_size
+from probcl.core.distributed import broadcast_, gather_no_grad, rank, world_size
 from probcl.losses.info_nce import info_nce_loss, queue_logits
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
 from probcl.models.ema import ema_update_, momentum_copy

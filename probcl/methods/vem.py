@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from probcl.config import ConfigError, check_positive
-from probcl.distributed import gather_no_grad
+from probcl.core.distributed import gather_no_grad
 from probcl.losses.info_nce import queue_logits
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
 from probcl.methods.moco import MoCo

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from probcl.config import ConfigError, to_plain
-from probcl.io import read_json
-from probcl.runs import RunError, load
+from probcl.core.io import read_json
+from probcl.core.runs import RunError, load
 
 RUN_SUFFIXES = (".ckpt",)
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")

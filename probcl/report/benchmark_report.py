@@ -6,10 +6,10 @@ import statistics
 from pathlib import Path
 from typing import Optional
 
-from probcl.io import atomic_write_text, read_json
+from probcl.core.io import atomic_write_text, read_json
 from probcl.report import plots
 from probcl.report.document import Document
-from probcl.runs import RunPaths, epoch_curve
+from probcl.core.runs import RunPaths, epoch_curve
 
 HISTOGRAM_SCORES = ("msp", "energy", "knn10")
 SUITE_TITLES = {

@@ -9,9 +9,9 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from probcl.io import atomic_write
+from probcl.core.io import atomic_write
 from probcl.report.plots import save_figure
-from probcl.runs import RunPaths
+from probcl.core.runs import RunPaths
 
 QUANTITIES = {"sampled": "|log e(z|x) - log e(z|x+dx)| / ||dx||  (Eq. 19)",
               "kl_bound": "sqrt(max KL) / ||dx||  (Eq. 36)"}

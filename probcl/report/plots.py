@@ -12,7 +12,7 @@ DPI = 110
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = DPI) -> Path:
     """Lay out ``fig`` and write it as a PNG, atomically; returns the path."""
-    from probcl.io import atomic_write
+    from probcl.core.io import atomic_write
 
     path = Path(path)
     FigureCanvasAgg(fig)

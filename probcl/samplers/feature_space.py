@@ -41,7 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from probcl.distributed import gather_no_grad
+from probcl.core.distributed import gather_no_grad
 
 Schedule = Literal["decreasing", "fixed"]
 

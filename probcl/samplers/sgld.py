@@ -17,7 +17,7 @@ from typing import Callable, Optional
 
 import torch
 
-from probcl.distributed import gather_no_grad, rank, world_size
+from probcl.core.distributed import gather_no_grad, rank, world_size
 
 EnergyFn = Callable[[torch.Tensor], torch.Tensor]  # (B, C, H, W) -> (B,) energies
 ProposalFn = Callable[[int], torch.Tensor]  # n -> (n, C, H, W) initial samples

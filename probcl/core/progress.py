@@ -23,3 +23,16 @@ def progress(items: Iterable[T], description: str, total: int | None = None) -> 
         for item in items:
             yield item
             bar.advance(task)
+
+
+def print_table(title: str, header: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+    """Print a table with rich."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in header:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)

@@ -6,9 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch
 
-
-class RunError(RuntimeError):
-    """A run directory or checkpoint that does not exist or cannot be read."""
+from probcl.errors import RunError
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ import torch
 import yaml
 
 from probcl.config import Config, ConfigError, from_dict, to_plain
-from probcl.io import atomic_write_json, read_json
-from probcl.runs import RunPaths
+from probcl.core.io import atomic_write_json, read_json
+from probcl.core.runs import RunPaths
 
 DEFAULT_HEADLINE = {
     "linear top-1 %": "linear/top1",
@@ -94,7 +94,7 @@ class Cell:
 
 def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
     """Parse and validate a benchmark YAML; returns it and the folder its relative preset paths start from."""
-    from probcl.cli_support import resolve_config_path
+    from probcl.core.presets import resolve_config_path
     from probcl.eval import SUITES
 
     path = resolve_config_path(str(path))
@@ -129,7 +129,7 @@ def grid(bench: BenchmarkConfig) -> list[Cell]:
 
 
 def _preset_tree(name: str, base_dir: Path) -> dict:
-    from probcl.cli_support import resolve_config_path
+    from probcl.core.presets import resolve_config_path
 
     local = base_dir / name
     path = local if local.is_file() else resolve_config_path(name)
@@ -206,7 +206,7 @@ def hardware() -> dict:
 def train_cell(cfg: Config) -> dict:
     """Pretrain one cell unless ``cell.json`` records it done with this config; returns its training record."""
     from probcl.methods import TrainingDivergedError
-    from probcl.train import pretrain
+    from probcl.tasks.pretrain import pretrain
 
     paths = RunPaths(Path(cfg.run_dir))
     record_path = paths.root / CELL_FILE
@@ -252,7 +252,7 @@ def cell_suite_options(bench: BenchmarkConfig, cell: Cell, root: Path) -> dict:
 
 def evaluate_cell(bench: BenchmarkConfig, cell: Cell, root: Path) -> list[str]:
     """Run the suites missing from the cell's eval.json; returns their names."""
-    from probcl.evaluate import evaluate_run
+    from probcl.tasks.evaluate import evaluate_run
 
     run_dir = root / "cells" / cell.name
     done = read_json(RunPaths(run_dir).eval, {})
@@ -266,7 +266,7 @@ def evaluate_cell(bench: BenchmarkConfig, cell: Cell, root: Path) -> list[str]:
 
 def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
     """results.json content: every cell's scalar metrics and, per group, their mean/std over seeds."""
-    from probcl.evaluate import scalar_metrics
+    from probcl.tasks.evaluate import scalar_metrics
 
     rows = []
     for cell in cells:

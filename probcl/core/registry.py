@@ -3,11 +3,9 @@ from __future__ import annotations
 
 from typing import Callable, Generic, Iterator, TypeVar
 
+from probcl.errors import UnknownNameError
+
 T = TypeVar("T")
-
-
-class UnknownNameError(ValueError):
-    """A name that is not in a registry; the message lists the valid choices."""
 
 
 class Registry(Generic[T]):

@@ -108,7 +108,7 @@ def sample_run(run: str | Path, out: Optional[str | Path] = None, data: Optional
                data_root: Optional[str] = None, checkpoint: str = "last", device: str = "auto",
                ncols: Optional[int] = None, **options) -> tuple[Path, DrawnSamples]:
     """Load a run, draw samples (see :func:`draw_samples` for ``options``) and save the grid."""
-    from probcl.runs import RunPaths, load
+    from probcl.core.runs import RunPaths, load
 
     model = load(run, checkpoint, device)
     info = model.data_info

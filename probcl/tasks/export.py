@@ -12,8 +12,8 @@ from typing import Optional
 import torch
 
 from probcl.config import to_plain
-from probcl.io import atomic_write, atomic_write_json
-from probcl.runs import load
+from probcl.core.io import atomic_write, atomic_write_json
+from probcl.core.runs import load
 
 
 def export_backbone(run: str | Path, out: Optional[str | Path] = None, fmt: str = "safetensors") -> Path:

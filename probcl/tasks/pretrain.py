@@ -24,9 +24,9 @@ from probcl.config import Config, ConfigError, from_dict, save_config
 from probcl.data.datasets import TensorImages, load_dataset, random_subset
 from probcl.eval.features import extract
 from probcl.eval.knn import topk_accuracy, weighted_knn_scores
-from probcl.io import atomic_write, atomic_write_text
+from probcl.core.io import atomic_write, atomic_write_text
 from probcl.methods import METHODS, DataInfo, SSLMethod
-from probcl.runs import RunPaths
+from probcl.core.runs import RunPaths
 
 STAT_SAMPLES = 10000  # images used to estimate the per-channel mean/std
 

@@ -28,9 +28,9 @@ from probcl.config import ConfigError
 from probcl.data.datasets import TensorImages, collate_skip_corrupt, load_dataset, random_subset
 from probcl.eval.linear import linear_probe
 from probcl.eval.outlier import knn_distance, threshold_at_tpr
-from probcl.io import atomic_write, atomic_write_json
-from probcl.progress import progress
-from probcl.runs import load, resolve_device
+from probcl.core.io import atomic_write, atomic_write_json
+from probcl.core.progress import progress
+from probcl.core.runs import load, resolve_device
 
 PROBES = ("online", "offline", "none")
 FORMATS = {".csv": "csv", ".parquet": "parquet"}

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from probcl.eval import SUITES, EvalContext
-from probcl.io import atomic_write_json, read_json
-from probcl.runs import RunPaths, find_checkpoint
+from probcl.core.io import atomic_write_json, read_json
+from probcl.core.runs import RunPaths, find_checkpoint
 
 
 def evaluate_run(run_dir: str | Path, suites: list[str], device: str = "auto", batch_size: int = 512,

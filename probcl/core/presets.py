@@ -1,0 +1,35 @@
+"""YAML presets shipped with the package (``probcl/presets/<dataset>/<method>.yaml``), found by name."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from probcl.errors import ConfigError
+
+PRESETS_DIR = Path(__file__).resolve().parent.parent / "presets"
+
+
+def presets_dirs() -> list[Path]:
+    """Folders searched for presets: ``./configs`` (a user's own, first), then the package's presets."""
+    return [Path.cwd() / "configs", PRESETS_DIR]
+
+
+def list_presets() -> list[str]:
+    """Preset names (``fashion-mnist/simclr``, ...), a user's own first."""
+    seen: dict[str, None] = {}
+    for folder in presets_dirs():
+        if folder.is_dir():
+            for path in sorted(folder.rglob("*.yaml")):
+                seen.setdefault(str(path.relative_to(folder).with_suffix("")), None)
+    return list(seen)
+
+
+def resolve_config_path(name: Optional[str]) -> Optional[Path]:
+    """A config path as given, or a preset name like ``fashion-mnist/simclr``."""
+    if name is None or Path(name).is_file():
+        return None if name is None else Path(name)
+    for folder in presets_dirs():
+        candidate = folder / (name if name.endswith(".yaml") else f"{name}.yaml")
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"config {name} not found (neither a file nor a preset); presets: {', '.join(list_presets())}")

@@ -1,0 +1,36 @@
+"""The errors probcl raises for bad input and failed runs; ``probcl`` (cli.main) turns each into one line.
+
+Library code raises these (never a bare ValueError/TypeError for user input), so that a caller
+can catch :class:`ProbclError` and the CLI can print the message without a traceback.
+"""
+from __future__ import annotations
+
+
+class ProbclError(Exception):
+    """Base of every expected probcl failure; the message names the problem and the fix."""
+
+    exit_code: int = 1
+    kind: str = "error"
+
+
+class ConfigError(ProbclError, ValueError):
+    """An invalid configuration value, option or argument; the message names the key and the valid choices."""
+
+    exit_code = 2
+    kind = "config error"
+
+
+class UnknownNameError(ConfigError):
+    """A name that is not in a registry; the message lists the valid choices."""
+
+
+class DatasetError(ProbclError):
+    """A dataset that cannot be found or read (missing files, bad arrays, corrupt images)."""
+
+
+class RunError(ProbclError):
+    """A run directory or checkpoint that does not exist, cannot be read or is in use."""
+
+
+class TrainingDivergedError(ProbclError):
+    """The loss (or an energy/gradient a method watches) became non-finite or exploded."""

@@ -1,0 +1,66 @@
+"""What a trained method can do besides embedding images: capabilities it *declares* by inheriting them.
+
+Every method is an :class:`~probcl.methods.base.SSLMethod` (``embed``, ``project``). The
+probabilistic ones add one or more of the mixins below, and every consumer (the ``ood`` and
+``lipschitz`` suites, ``probcl score``, ``probcl sample``, reports) asks
+``isinstance(model, Capability)``; nothing probes a model with ``hasattr``/``getattr``.
+
+- :class:`HasUncertainty`: named per-image uncertainty scores (higher = more uncertain).
+- :class:`StochasticEncoder`: a von Mises-Fisher encoder e(z|x) = vMF(mean(x), kappa_e).
+- :class:`EnergyModel`: an image energy E(x) and the SGLD settings that sample from exp(-E).
+
+Images are uint8 or [0, 1] float tensors (N, C, H, W), as for ``embed``.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar, Optional
+
+import torch
+
+from probcl.errors import ConfigError
+from probcl.samplers.sgld import MSGLDConfig
+
+
+class HasUncertainty(ABC):
+    """A method with its own per-image uncertainty; ``uncertainty_scores[0]`` is the default score."""
+
+    uncertainty_scores: ClassVar[tuple[str, ...]]
+
+    @abstractmethod
+    def uncertainty(self, images: torch.Tensor, score: Optional[str] = None) -> torch.Tensor:
+        """Per-image uncertainty (N,), higher = more uncertain; ``score`` is one of ``uncertainty_scores``."""
+
+    def uncertainty_score_name(self, score: Optional[str] = None) -> str:
+        """``score`` checked against ``uncertainty_scores`` (None = the default score)."""
+        if score is None:
+            return self.uncertainty_scores[0]
+        if score not in self.uncertainty_scores:
+            raise ConfigError(f"unknown uncertainty score {score!r} for {type(self).__name__}; "
+                              f"valid: {', '.join(self.uncertainty_scores)}")
+        return score
+
+
+class StochasticEncoder(ABC):
+    """A von Mises-Fisher encoder e(z|x) = vMF(encoder_mean(x), encoder_concentration) (CEB Eq. 14)."""
+
+    @property
+    @abstractmethod
+    def encoder_concentration(self) -> float:
+        """kappa_e of e(z|x)."""
+
+    @abstractmethod
+    def encoder_mean(self, images: torch.Tensor) -> torch.Tensor:
+        """Unit mean directions (N, d) of e(z|x)."""
+
+
+class EnergyModel(ABC):
+    """An energy-based model of images: q(x) ~ exp(-E(x)), sampled with proximal SGLD."""
+
+    @abstractmethod
+    def image_energy(self, images: torch.Tensor, z_ref: torch.Tensor) -> torch.Tensor:
+        """Energy (N,) of *normalized* network inputs given reference projections ``z_ref`` (M, d)."""
+
+    @abstractmethod
+    def sgld_settings(self) -> MSGLDConfig:
+        """The SGLD step size, clamp and noise the model was trained with."""

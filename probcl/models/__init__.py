@@ -1,0 +1,1 @@
+"""Networks: backbones (small CNN, ResNets), heads, momentum (EMA) copies, pretrained-weight loading."""
