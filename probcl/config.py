@@ -74,7 +74,8 @@ class OptimConfig:
     schedule: Literal["cosine", "constant"] = "cosine"
     min_lr_ratio: float = 0.0
     scale_lr_by_batch: bool = False  # lr x batch_size / 256, as in SimCLR/BYOL
-    lars_eta: float = 0.02
+    lars_eta: float = 0.001  # LARS trust coefficient (SimCLR's reference LARS; BYOL and CEB use it)
+    lars_clip: bool = False  # LARC clipping: the layer's adaptive lr never exceeds the global lr
     probe_lr: float = 1e-3  # online linear probe (Adam on detached features)
 
 

@@ -11,15 +11,24 @@ from probcl.config import OptimConfig
 
 
 class LARS(torch.optim.Optimizer):
-    """SGD with momentum and layer-wise adaptive rate scaling (You et al. 2017).
+    """SGD with momentum and layer-wise adaptive rate scaling (You et al. 2017), as in SimCLR's reference.
 
-    Parameter groups with ``lars=False`` (biases, norm layers, probes) get plain SGD
-    without weight decay, as in SimCLR/BYOL.
+    For each adapted parameter w with gradient g (weight decay folded in, g <- g + wd w):
+
+        trust = eta ||w|| / ||g||   (1 when either norm is 0)
+        v <- momentum v + trust g,   w <- w - lr v
+
+    With ``clip`` (LARC, NVIDIA apex) the trust ratio is the local learning rate itself, capped at the
+    global one: trust <- min(trust, lr) / lr, so a step moves w by min(eta ||w|| / ||g||, lr) g.
+
+    eta = 0.001 as in SimCLR's LARS (which BYOL and CEB use). Parameter groups with ``lars=False``
+    (biases, norm layers, probes) get plain SGD with momentum and no weight decay, as in SimCLR/BYOL.
     """
 
     def __init__(self, params: Iterable, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
-                 eta: float = 0.02) -> None:
-        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, eta=eta, lars=True))
+                 eta: float = 0.001, clip: bool = False) -> None:
+        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, eta=eta, clip=clip,
+                                      lars=True))
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -34,6 +43,8 @@ class LARS(torch.optim.Optimizer):
                     w_norm, g_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(grad)
                     trust = torch.where((w_norm > 0) & (g_norm > 0), group["eta"] * w_norm / g_norm,
                                         torch.ones_like(w_norm))
+                    if group["clip"] and group["lr"] > 0:
+                        trust = trust.clamp(max=group["lr"]) / group["lr"]
                     grad = grad.mul(trust)
                 state = self.state[p]
                 if "momentum_buffer" not in state:
@@ -75,7 +86,8 @@ def build_optimizer(cfg: OptimConfig, named_params: list[tuple[str, nn.Parameter
         return torch.optim.Adam(groups, lr=lr, weight_decay=cfg.weight_decay)
     if cfg.name == "adamw":
         return torch.optim.AdamW(groups, lr=lr, weight_decay=cfg.weight_decay)
-    return LARS(groups, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, eta=cfg.lars_eta)
+    return LARS(groups, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, eta=cfg.lars_eta,
+                clip=cfg.lars_clip)
 
 
 def lr_factor(step: int, total_steps: int, warmup_steps: int, schedule: str, min_ratio: float = 0.0) -> float:
