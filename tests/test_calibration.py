@@ -72,3 +72,13 @@ def test_temperature_scaling_recovers_the_true_temperature():
     before = calibration_metrics(z, labels)["ece"]
     after = calibration_metrics(z / t, labels)["ece"]
     assert after < before
+
+
+@pytest.mark.parametrize("n_bins", [10, 15, 20])
+def test_a_confidence_exactly_on_an_edge_opens_the_upper_bin(n_bins):
+    assert 3 / 20 == 0.15  # k / M is the literal: the edges below are the values users see
+    # Each confidence is the decimal literal k / M (0.15, 0.30, ... for M = 20): it belongs to bin k,
+    # [k/M, (k+1)/M), whatever the floating-point noise of the edges; 1.0 belongs to the last bin.
+    edges = [k / n_bins for k in range(n_bins)] + [1.0]
+    counts = reliability_bins(torch.tensor(edges, dtype=torch.float64), torch.ones(n_bins + 1), n_bins)["count"]
+    assert counts == [1] * (n_bins - 1) + [2]

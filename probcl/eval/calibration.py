@@ -20,7 +20,9 @@ def reliability_bins(confidence: torch.Tensor, correct: torch.Tensor, n_bins: in
     empty bins have count 0 and accuracy/confidence 0."""
     confidence = confidence.double().flatten()
     correct = correct.double().flatten()
-    inner_edges = torch.linspace(0, 1, n_bins + 1, dtype=torch.float64)[1:-1]
+    # k / M by correctly rounded division, so an edge equals the literal (0.15 == 3 / 20); linspace's
+    # 0.15000000000000002 would put a confidence of exactly 0.15 one bin low.
+    inner_edges = torch.arange(1, n_bins, dtype=torch.float64) / n_bins
     index = torch.bucketize(confidence, inner_edges, right=True)
     count = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, index, torch.ones_like(confidence))
     acc = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, index, correct) / count.clamp_min(1)
