@@ -64,3 +64,15 @@ def test_bad_arguments():
         corrupt(x.float(), "contrast", 1)
     with pytest.raises(ValueError, match="unknown corruption"):
         corrupt(x, "fog", 1)
+
+
+def test_contrast_pulls_each_channel_towards_its_own_mean():
+    # Channel 0 constant 200/255, channel 1 a 0..255 ramp: per-channel means (as CIFAR-10-C's
+    # np.mean(x, axis=(0, 1))) keep channel 0 at 200; an image-wide mean would pull it down.
+    ramp = torch.linspace(0, 255, 16).round().to(torch.uint8).view(4, 4)
+    images = torch.stack([torch.full((4, 4), 200, dtype=torch.uint8), ramp])[None]
+    out = corrupt(images, "contrast", 3).float()
+    assert torch.equal(out[0, 0], torch.full((4, 4), 200.0))
+    x1 = ramp.double() / 255
+    expected = ((x1 - x1.mean()) * 0.4 + x1.mean()) * 255
+    assert torch.allclose(out[0, 1], expected.round().float())

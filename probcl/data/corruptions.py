@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from probcl.core.registry import Registry
+from probcl.errors import ConfigError
 
 Corruption = Callable[[torch.Tensor, int, torch.Generator], torch.Tensor]
 CORRUPTIONS: Registry[Corruption] = Registry("corruption")
@@ -27,9 +28,9 @@ SEVERITIES = (1, 2, 3, 4, 5)
 def corrupt(images: torch.Tensor, name: str, severity: int, seed: int = 0) -> torch.Tensor:
     """Corruption ``name`` at ``severity`` (1..5) of uint8 images (N, C, H, W); deterministic for ``seed``."""
     if images.dtype != torch.uint8 or images.ndim != 4:
-        raise ValueError(f"corrupt expects uint8 images (N, C, H, W), got {images.dtype} {tuple(images.shape)}")
+        raise ConfigError(f"corrupt expects uint8 images (N, C, H, W), got {images.dtype} {tuple(images.shape)}")
     if severity not in SEVERITIES:
-        raise ValueError(f"severity must be one of {SEVERITIES}, got {severity}")
+        raise ConfigError(f"severity must be one of {SEVERITIES}, got {severity}")
     fn = CORRUPTIONS.get(name)
     generator = torch.Generator().manual_seed(zlib.crc32(f"{name}:{seed}".encode()))
     out = fn(images.float() / 255.0, severity - 1, generator)
@@ -131,9 +132,9 @@ def motion_blur(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Te
 
 @CORRUPTIONS.register("contrast")
 def contrast(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Tensor:
-    """Pull every pixel towards the image mean: (x - m) * c + m."""
+    """Pull every pixel towards its channel's mean: (x - m_c) * c + m_c (per-channel means, as CIFAR-10-C)."""
     c = [0.75, 0.5, 0.4, 0.3, 0.15][s]
-    mean = x.mean(dim=(1, 2, 3), keepdim=True)
+    mean = x.mean(dim=(2, 3), keepdim=True)
     return (x - mean) * c + mean
 
 
@@ -162,7 +163,10 @@ def pixelate(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Tenso
 @CORRUPTIONS.register("elastic")
 def elastic(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Tensor:
     """Simard-style elastic warp: a smooth random displacement field (Gaussian-filtered uniform noise,
-    std 10% of the side) with a root-mean-square amplitude of 2..6% of the side."""
+    std 10% of the side) with a root-mean-square amplitude of 2..6% of the side.
+
+    Not CIFAR-10-C's algorithm (which adds a random affine warp and uses its own alpha/sigma table):
+    accuracies under ``elastic`` are not comparable with CIFAR-10-C's elastic_transform column."""
     side = x.shape[-1]
     amplitude = [0.02, 0.03, 0.04, 0.05, 0.06][s] * side
     sigma = 0.1 * side
