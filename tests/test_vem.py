@@ -92,17 +92,17 @@ def test_langevin_update_matches_algorithm_1(temperature):
     generator = torch.Generator().manual_seed(7)
     noises = [torch.randn(4, 2, generator=generator, dtype=torch.float64).tolist() for _ in range(eta)]
     expected = _box_langevin(BANK, QUERIES, temperature, alpha, eta, eps, noises)
-    sampler = BankSampler("langevin", temperature, eta, alpha, "decreasing", eps)
-    got = sampler.run(_tensor(BANK), _tensor(QUERIES), torch.Generator().manual_seed(7))
+    sampler = BankSampler("langevin", temperature, eta, alpha, "decreasing", eps, update="literal")
+    got, _ = sampler.run(_tensor(BANK), _tensor(QUERIES), torch.Generator().manual_seed(7))
     torch.testing.assert_close(got, _tensor(expected), rtol=1e-10, atol=1e-12)
     assert torch.allclose(got.norm(dim=1), torch.ones(4, dtype=torch.float64))
 
 
 def test_langevin_without_noise_is_deterministic_and_matches_the_box():
     expected = _box_langevin(BANK, QUERIES, 0.5, 1.0, 4, 0.0, [[[0.0, 0.0]] * 4] * 4)
-    sampler = BankSampler("langevin", 0.5, 4, 1.0, "decreasing", noise_scale=0.0)
-    first = sampler.run(_tensor(BANK), _tensor(QUERIES), torch.Generator().manual_seed(1))
-    second = sampler.run(_tensor(BANK), _tensor(QUERIES), torch.Generator().manual_seed(2))
+    sampler = BankSampler("langevin", 0.5, 4, 1.0, "decreasing", noise_scale=0.0, update="literal")
+    first, _ = sampler.run(_tensor(BANK), _tensor(QUERIES), torch.Generator().manual_seed(1))
+    second, _ = sampler.run(_tensor(BANK), _tensor(QUERIES), torch.Generator().manual_seed(2))
     assert torch.equal(first, second)
     torch.testing.assert_close(first, _tensor(expected), rtol=1e-10, atol=1e-12)
 
@@ -110,13 +110,15 @@ def test_langevin_without_noise_is_deterministic_and_matches_the_box():
 @pytest.mark.parametrize("temperature", [1.0, 0.5])
 def test_svgd_linear_update_matches_algorithm_2(temperature):
     expected = _box_svgd_linear(BANK, QUERIES, temperature, 1.0, 3)
-    got = BankSampler("svgd", temperature, 3, 1.0, "decreasing").run(_tensor(BANK), _tensor(QUERIES))
+    got, _ = BankSampler("svgd", temperature, 3, 1.0, "decreasing", kernel="linear", update="literal").run(
+        _tensor(BANK), _tensor(QUERIES))
     torch.testing.assert_close(got, _tensor(expected), rtol=1e-10, atol=1e-12)
 
 
 def test_svgd_rbf_update_matches_eq_9():
     expected = _box_svgd_rbf(BANK, QUERIES, 0.5, 0.3, 3)
-    got = BankSampler("svgd", 0.5, 3, 0.3, "decreasing", kernel="rbf").run(_tensor(BANK), _tensor(QUERIES))
+    got, _ = BankSampler("svgd", 0.5, 3, 0.3, "decreasing", kernel="rbf", update="literal").run(
+        _tensor(BANK), _tensor(QUERIES))
     torch.testing.assert_close(got, _tensor(expected), rtol=1e-10, atol=1e-12)
 
 
@@ -129,8 +131,8 @@ def test_fixed_schedule_uses_constant_step_and_noise():
         score = _box_score(bank, QUERIES, 1.0)
         bank = [_normalize([b[d] + alpha * s[d] + eps * noises[i][m][d] for d in range(2)])
                 for m, (b, s) in enumerate(zip(bank, score))]
-    got = BankSampler("langevin", 1.0, eta, alpha, "fixed", eps).run(_tensor(BANK), _tensor(QUERIES),
-                                                                     torch.Generator().manual_seed(3))
+    got, _ = BankSampler("langevin", 1.0, eta, alpha, "fixed", eps, update="literal").run(
+        _tensor(BANK), _tensor(QUERIES), torch.Generator().manual_seed(3))
     torch.testing.assert_close(got, _tensor(bank), rtol=1e-10, atol=1e-12)
 
 
@@ -143,7 +145,7 @@ def test_noiseless_langevin_ascends_the_log_sum_exp_similarity():
     def objective(b):  # mean_m log sum_n exp(b_m . q_n / t), Eq. 11's log-density
         return torch.logsumexp(b @ queries.T / t, dim=1).mean().item()
 
-    values = [objective(BankSampler("langevin", t, s, 1.0, noise_scale=0.0).run(bank, queries))
+    values = [objective(BankSampler("langevin", t, s, 1.0, noise_scale=0.0, update="literal").run(bank, queries)[0])
               for s in range(11)]
     assert all(b > a for a, b in zip(values, values[1:])), values
 
@@ -158,8 +160,8 @@ def test_rbf_svgd_keeps_particles_apart_where_langevin_collapses():
         d = torch.cdist(b, b)
         return d[~torch.eye(len(b), dtype=torch.bool)].min().item()
 
-    langevin = BankSampler("langevin", 0.1, 50, 1.0, "fixed", noise_scale=0.0).run(bank, queries)
-    svgd = BankSampler("svgd", 0.1, 50, 1.0, "fixed", kernel="rbf").run(bank, queries)
+    langevin, _ = BankSampler("langevin", 0.1, 50, 1.0, "fixed", noise_scale=0.0, update="literal").run(bank, queries)
+    svgd, _ = BankSampler("svgd", 0.1, 50, 1.0, "fixed", kernel="rbf", update="literal").run(bank, queries)
     assert (bank @ centre).mean() < 0.2
     assert (svgd @ centre).mean() > 0.7  # both move towards the data ...
     assert (langevin @ centre).mean() > 0.7
@@ -170,8 +172,8 @@ def test_bank_fills_from_first_batches_after_their_step():
     bank = FeatureBank(5, 2, BankSampler("langevin", 0.5, 1, 0.1, noise_scale=0.0))
     start = bank.bank.clone()
     q = F.normalize(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), dim=1)
-    negatives = bank.update(q, seed=0)
-    expected = BankSampler("langevin", 0.5, 1, 0.1, noise_scale=0.0).run(start, q)
+    negatives = bank.update(q, seed=0).negatives
+    expected, _ = BankSampler("langevin", 0.5, 1, 0.1, noise_scale=0.0).run(start, q)
     torch.testing.assert_close(negatives, expected)  # the step's own queries are not negatives
     torch.testing.assert_close(bank.bank[:3], q)  # then they initialise the first rows
     assert int(bank.filled) == 3
@@ -247,3 +249,80 @@ def test_invalid_hyper_parameters_name_the_key(tiny_config, args, key):
     cfg = tiny_config("vem-svgd", **{"method_args": args})
     with pytest.raises(ConfigError, match=key):
         pretrain(cfg)
+
+
+def test_bank_optimizer_matches_appendix_d_with_momentum_and_gradient_over_t():
+    t, alpha, m, eta = 0.5, 0.7, 0.9, 3
+    bank, velocity = BANK, [[0.0, 0.0] for _ in BANK]
+    for i in range(1, eta + 1):  # v <- m v + dB / t ; B <- normalize(B + alpha / i v)
+        score = _box_score(bank, QUERIES, t)
+        velocity = [[m * v[d] + s[d] / t for d in range(2)] for v, s in zip(velocity, score)]
+        bank = [_normalize([b[d] + alpha / i * v[d] for d in range(2)]) for b, v in zip(bank, velocity)]
+    sampler = BankSampler("langevin", t, eta, alpha, "decreasing", noise_scale=0.0, momentum=m)
+    got, got_velocity = sampler.run(_tensor(BANK), _tensor(QUERIES))
+    torch.testing.assert_close(got, _tensor(bank), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(got_velocity, _tensor(velocity), rtol=1e-10, atol=1e-12)
+    # the velocity carries over to the next training step: continuing from it differs from a fresh start
+    resumed, _ = sampler.run(got, _tensor(QUERIES), velocity=got_velocity)
+    fresh, _ = sampler.run(got, _tensor(QUERIES))
+    assert not torch.allclose(resumed, fresh)
+
+
+def _rotating_queries(step: int, n: int, generator: torch.Generator) -> torch.Tensor:
+    """n unit queries around mu(step), which turns by 0.05 rad per step in the plane of e0 and e1."""
+    mu = torch.zeros(16)
+    mu[0], mu[1] = math.cos(0.05 * step), math.sin(0.05 * step)
+    return F.normalize(mu + 0.15 * torch.randn(n, 16, generator=generator), dim=1)
+
+
+def _track(method: str, update: str, kernel: str = "rbf") -> tuple[float, float]:
+    """(cosine of the normalized bank mean with the queries' final mean direction, nearest-query cosine)
+    after 60 steps of queries that turn by 0.05 rad a step (172 degrees in all); N = 256, t = 0.02."""
+    generator = torch.Generator().manual_seed(0)
+    feature_bank = FeatureBank(256, 16, BankSampler(method, 0.02, 10, 1.0, kernel=kernel, update=update), seed=0)
+    feature_bank.bank.copy_(_rotating_queries(0, 256, generator))  # a bank that starts on the data
+    feature_bank.filled.fill_(256)
+    for step in range(60):
+        result = feature_bank.update(_rotating_queries(step, 256, generator), seed=step)
+    mu_end = torch.zeros(16)
+    mu_end[0], mu_end[1] = math.cos(0.05 * 59), math.sin(0.05 * 59)
+    return float(F.normalize(result.negatives.mean(0), dim=0) @ mu_end), float(result.nearest_query_cosine)
+
+
+def test_the_bank_optimiser_tracks_moving_queries_where_the_literal_langevin_scale_stays_behind():
+    optimizer, literal = _track("langevin", "optimizer"), _track("langevin", "literal")
+    assert optimizer[0] > 0.95 and optimizer[1] > 0.8, optimizer
+    assert literal[0] < 0.0 and literal[1] < 0.3, literal  # still near mu(0), opposite mu(59)
+    svgd = _track("svgd", "optimizer")
+    assert svgd[0] > 0.95 and svgd[1] > 0.8, svgd
+
+
+def test_linear_kernel_svgd_is_degenerate_and_rbf_moves_and_spreads():
+    """Alg. 2's linear kernel: its +B term is radial (removed by line 14) and B B^T dB moves every row in
+    one shared direction, so rows keep their pairwise angles; RBF (Eq. 9) moves rows towards the
+    queries while its repulsion keeps them apart."""
+    generator = torch.Generator().manual_seed(1)
+    bank = F.normalize(torch.randn(64, 8, generator=generator), dim=1)
+    centre = F.normalize(torch.ones(8), dim=0)
+    queries = F.normalize(centre + 0.1 * torch.randn(32, 8, generator=generator), dim=1)
+    gram = bank @ bank.T
+    linear, _ = BankSampler("svgd", 0.02, 10, 1.0, kernel="linear", update="literal").run(bank, queries)
+    assert (linear @ linear.T - gram).abs().max() < 1e-2  # a near-rigid rotation: angles kept
+    assert (linear * bank).sum(1).clamp(max=1).acos().mean() < 1e-2  # ... and a tiny one
+    rbf, _ = BankSampler("svgd", 0.02, 10, 1.0).run(bank, queries)
+    langevin, _ = BankSampler("langevin", 0.02, 10, 1.0, noise_scale=0.0).run(bank, queries)
+    assert (rbf @ centre).mean() > (bank @ centre).mean() + 0.3  # towards high density ...
+    off_diagonal = ~torch.eye(64, dtype=torch.bool)
+    assert torch.cdist(rbf, rbf)[off_diagonal].min() > 3 * torch.cdist(langevin, langevin)[off_diagonal].min()
+
+
+def test_bank_step_diagnostics_are_the_nearest_query_cosine_and_the_mean_angle_moved():
+    bank = FeatureBank(3, 2, BankSampler("langevin", 0.5, 1, 0.4, noise_scale=0.0))
+    bank.filled.fill_(3)
+    before = bank.bank.clone()
+    q = F.normalize(torch.tensor([[1.0, 0.0], [0.0, 1.0]]), dim=1)
+    step = bank.update(q, seed=0)
+    angles = [math.acos(max(-1.0, min(1.0, float(a @ b)))) for a, b in zip(before, step.negatives)]
+    nearest = [max(float(row @ qq) for qq in q) for row in step.negatives]
+    assert float(step.displacement) == pytest.approx(sum(angles) / 3, abs=1e-6)
+    assert float(step.nearest_query_cosine) == pytest.approx(sum(nearest) / 3, abs=1e-6)

@@ -171,7 +171,7 @@ class _FeatureVEM(VEM):
                                   seed=self.cfg.train.seed)
 
     def sample_negatives(self, queries: torch.Tensor, view1: torch.Tensor) -> torch.Tensor:
-        return self.memory.update(queries, self.sampler_seed())
+        return self.memory.update(queries, self.sampler_seed()).negatives
 
 
 @METHODS.register("vem-langevin")

@@ -90,36 +90,85 @@ def svgd_rbf_direction(bank: torch.Tensor, score: torch.Tensor, bandwidth: Optio
     return (attraction + repulsion) / bank.shape[0]
 
 
+BankUpdate = Literal["optimizer", "literal"]
+
+
 @dataclass(frozen=True)
 class BankSampler:
-    """Settings of one bank update (VEM Appendix C, D and I)."""
+    """Settings of one bank update (VEM Appendix C, D and I).
+
+    ``update="optimizer"`` (default) is the bank update of Appendix D: the bank is trained like a
+    parameter with its own learning rate alpha (1.0 or 0.5) and momentum 0.9, as in AdCo (whose
+    bank VEM inherits), on the mean-over-queries objective with the gradient divided by t:
+
+        g = Delta B / t = (1 / N) grad log p (tangent part),   v <- m v + g,   B <- normalize(B + alpha_i v + sigma_i Q)
+
+    The velocity v persists across training steps (it is part of the bank's state).
+    For SVGD with the RBF kernel the gradient is Eq. 9's phi (built from grad log p) in both modes.
+    ``update="literal"`` is Alg. 1 line 13 as printed, B <- normalize(B + alpha_i Delta B + sigma_i Q),
+    whose drift is (t / N) grad log p: at N = 256, t = 0.02 a row moves at most ~2.9 alpha / N rad
+    per training step, so the bank barely leaves its initial features.
+
+    Langevin noise defaults to eps = sqrt(drift scale): sqrt(1 / N) (optimizer) or sqrt(t / N)
+    (literal), i.e. an unadjusted Langevin step of p(z) with step alpha_i / N (alpha_i t / N).
+    """
 
     method: Literal["langevin", "svgd"] = "langevin"
     temperature: float = 0.02  # t of the bank's softmax (Appendix D)
     steps: int = 10  # eta
     step_size: float = 1.0  # alpha, the bank learning rate (Appendix D: 1.0 or 0.5)
     schedule: Schedule = "decreasing"
-    noise_scale: Optional[float] = None  # eps (Langevin only); None = sqrt(t / N)
-    kernel: Literal["linear", "rbf"] = "linear"  # SVGD kernel
+    noise_scale: Optional[float] = None  # eps (Langevin only); None = sqrt of the drift scale (see above)
+    kernel: Literal["linear", "rbf"] = "rbf"  # SVGD kernel: RBF (Eq. 9); linear (Alg. 2) is degenerate
     bandwidth: Optional[float] = None  # RBF h; None = median heuristic
+    update: BankUpdate = "optimizer"  # Appendix D's bank optimiser, or Alg. 1 line 13 literally
+    momentum: float = 0.9  # the bank optimiser's momentum (Appendix D)
+
+    def drift_scale(self, batch: int) -> float:
+        """The factor c of the Langevin drift c * grad log p: 1 / N (optimizer) or t / N (literal)."""
+        return (1.0 if self.update == "optimizer" else self.temperature) / batch
+
+    def direction(self, bank: torch.Tensor, queries: torch.Tensor) -> torch.Tensor:
+        """The ascent direction of one step (the bank optimiser's gradient, or the literal box's step)."""
+        n = queries.shape[0]
+        score = bank_score(bank, queries, self.temperature)  # line 11: (t / N) grad log p, tangent part
+        if self.method == "svgd" and self.kernel == "rbf":
+            # Eq. 9: the repulsion is balanced against grad log p itself, so phi is built from it.
+            return svgd_rbf_direction(bank, score * (n / self.temperature), self.bandwidth)
+        if self.update == "optimizer":
+            score = score / self.temperature  # AdCo: the gradient of the mean over queries, divided by t
+        return score if self.method == "langevin" else svgd_linear_direction(bank, score)  # Alg. 2 line 12
 
     @torch.no_grad()
-    def run(self, bank: torch.Tensor, queries: torch.Tensor, generator: Optional[torch.Generator] = None
-            ) -> torch.Tensor:
-        """The bank after ``steps`` updates towards the normalized ``queries`` (N, k); the input is untouched."""
-        eps = math.sqrt(self.temperature / queries.shape[0]) if self.noise_scale is None else self.noise_scale
-        for alpha, sigma in langevin_schedule(self.steps, self.step_size, eps, self.schedule):
-            score = bank_score(bank, queries, self.temperature)
+    def run(self, bank: torch.Tensor, queries: torch.Tensor, generator: Optional[torch.Generator] = None,
+            velocity: Optional[torch.Tensor] = None, lr_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """(bank, velocity) after ``steps`` updates towards the normalized ``queries`` (N, k); inputs untouched.
+
+        ``velocity`` is the optimiser's momentum buffer (zeros when None; unused by ``literal``);
+        ``lr_scale`` multiplies alpha (e.g. the backbone's cosine schedule factor).
+        """
+        eps = math.sqrt(self.drift_scale(queries.shape[0])) if self.noise_scale is None else self.noise_scale
+        velocity = torch.zeros_like(bank) if velocity is None else velocity
+        for alpha, sigma in langevin_schedule(self.steps, self.step_size * lr_scale, eps, self.schedule):
+            step = self.direction(bank, queries)
+            if self.update == "optimizer":
+                velocity = self.momentum * velocity + step
+                step = velocity
+            bank = bank + alpha * step  # Alg. 1 line 13 / Alg. 2 line 13
             if self.method == "langevin":
-                noise = torch.randn(bank.shape, generator=generator, device=bank.device, dtype=bank.dtype)
-                bank = bank + alpha * score + sigma * noise  # Alg. 1 line 13
-            elif self.kernel == "linear":
-                bank = bank + alpha * svgd_linear_direction(bank, score)  # Alg. 2 lines 12-13
-            else:
-                score = score * (queries.shape[0] / self.temperature)  # grad log p itself, as in Eq. 9
-                bank = bank + alpha * svgd_rbf_direction(bank, score, self.bandwidth)
+                bank = bank + sigma * torch.randn(bank.shape, generator=generator, device=bank.device,
+                                                  dtype=bank.dtype)
             bank = F.normalize(bank, dim=1)  # line 14
-        return bank
+        return bank, velocity
+
+
+@dataclass
+class BankStep:
+    """One training step's bank update: the negatives and two diagnostics for ``metrics.jsonl``."""
+
+    negatives: torch.Tensor  # (M, k) the sampled bank
+    nearest_query_cosine: torch.Tensor  # mean over rows of the cosine to the nearest query (a frozen bank drifts low)
+    displacement: torch.Tensor  # mean angle (rad) each row moved in this step
 
 
 @torch.no_grad()
@@ -142,7 +191,8 @@ class FeatureBank(nn.Module):
     M rows hold real features; from then on the bank changes only through the sampler, each
     step's chains starting where the last step's ended. Every rank updates from the
     all-gathered queries and draws its noise from a generator seeded by the same per-step
-    seed, so all ranks compute the same bank.
+    seed, so all ranks compute the same bank. The bank optimiser's velocity is a buffer too,
+    so checkpoints resume it.
     """
 
     def __init__(self, size: int, dim: int, sampler: BankSampler, seed: int = 0) -> None:
@@ -151,15 +201,22 @@ class FeatureBank(nn.Module):
         init = torch.Generator().manual_seed(seed)
         self.register_buffer("bank", F.normalize(torch.randn(size, dim, generator=init), dim=1))
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
+        self.register_buffer("velocity", torch.zeros(size, dim))
 
     @property
     def size(self) -> int:
         return self.bank.shape[0]
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[no-untyped-def]
+        """Checkpoints written before the bank optimiser existed have no velocity: start it at zero."""
+        state_dict.setdefault(prefix + "velocity", torch.zeros_like(self.velocity))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     @torch.no_grad()
-    def update(self, queries: torch.Tensor, seed: int) -> torch.Tensor:
-        """Sample towards this step's queries of all ranks and return the sampled bank (M, k); then
-        write the queries into still-unfilled rows, for the next steps (a query is never its own negative).
+    def update(self, queries: torch.Tensor, seed: int, lr_scale: float = 1.0) -> BankStep:
+        """Sample towards this step's queries of all ranks and return the sampled bank (M, k) with its
+        diagnostics; then write the queries into still-unfilled rows, for the next steps (a query is
+        never its own negative).
 
         ``queries`` are this rank's normalized, detached features; ``seed`` must be equal on
         all ranks and differ between steps (e.g. derived from the global step).
@@ -167,7 +224,11 @@ class FeatureBank(nn.Module):
         with torch.autocast(self.bank.device.type, enabled=False):
             queries = gather_no_grad(queries.detach().contiguous()).to(self.bank.dtype)
             generator = torch.Generator(device=self.bank.device).manual_seed(seed)
-            sampled = self.sampler.run(self.bank, queries, generator)
+            before = self.bank.clone()
+            sampled, velocity = self.sampler.run(self.bank, queries, generator, self.velocity, lr_scale)
             self.bank.copy_(sampled)
+            self.velocity.copy_(velocity)
             fill_in_order_(self.bank, self.filled, queries)
-        return sampled
+            nearest = (sampled @ queries.T).amax(dim=1).mean()
+            moved = (sampled * before).sum(dim=1).clamp(-1.0, 1.0).acos().mean()
+        return BankStep(sampled, nearest, moved)
