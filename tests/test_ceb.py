@@ -60,7 +60,7 @@ def test_c_simclr_deterministic_limit_is_cross_view_infonce_minus_log_b():
     tau = 0.1
     got = c_simclr_loss(h1, h2, kappa_e=math.inf, kappa_b=1 / tau, beta=0.0, candidates="cross-view", gather=False)
     rx, ry = unit(h1), unit(h2)
-    reference = 0.5 * (infonce_eq7(rx, ry, tau) + infonce_eq7(ry, rx, tau)) - math.log(len(rx))
+    reference = infonce_eq7(rx, ry, tau) + infonce_eq7(ry, rx, tau) - 2 * math.log(len(rx))  # Fig. 5: a sum
     assert got.loss.item() == pytest.approx(reference, rel=1e-10)
     assert got.residual is None
 
@@ -69,7 +69,7 @@ def test_c_simclr_deterministic_limit_with_2b_minus_1_candidates_is_nt_xent_minu
     h1, h2 = projections()
     tau = 0.2
     got = c_simclr_loss(h1, h2, kappa_e=math.inf, kappa_b=1 / tau, beta=0.0, candidates="both-views", gather=False)
-    reference = nt_xent_loss(h1, h2, tau, gather=False).item() - math.log(2 * len(h1) - 1)
+    reference = 2 * (nt_xent_loss(h1, h2, tau, gather=False).item() - math.log(2 * len(h1) - 1))  # two directions
     assert got.loss.item() == pytest.approx(reference, rel=1e-10)
 
 
@@ -98,7 +98,7 @@ def test_c_simclr_matches_figure5_pseudocode(candidates):
             losses.append(beta * (log_e - log_b) - i_yz)
         return np.mean(losses)
 
-    reference = 0.5 * (direction(unit(h1), unit(h2), z12) + direction(unit(h2), unit(h1), z21))
+    reference = direction(unit(h1), unit(h2), z12) + direction(unit(h2), unit(h1), z21)  # Figure 5 sums them
     assert got.loss.item() == pytest.approx(reference, rel=1e-8)
 
 

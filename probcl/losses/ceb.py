@@ -88,7 +88,7 @@ def _c_simclr_direction(r_x: torch.Tensor, r_y: torch.Tensor, all_x: torch.Tenso
 
 def c_simclr_loss(h1: torch.Tensor, h2: torch.Tensor, kappa_e: float = 1024.0, kappa_b: float = 10.0,
                   beta: float = 1.0, candidates: Candidates = "cross-view", gather: bool = True) -> CEBTerms:
-    """Bidirectional C-SimCLR loss (Eq. 12, Figure 5), averaged over both directions and the batch.
+    """Bidirectional C-SimCLR loss (Eq. 12, Figure 5): the sum of both directions, each a batch mean.
 
     ``h1``, ``h2``: projections of the two views (normalized here). ``candidates``: the CatGen
     decoder's candidates for each z, either the B other-view projections of the (global) batch
@@ -108,4 +108,5 @@ def c_simclr_loss(h1: torch.Tensor, h2: torch.Tensor, kappa_e: float = 1024.0, k
     loss12, res12, info12 = _c_simclr_direction(r1, r2, all1, all2, targets, kappa_e, kappa_b, beta, candidates)
     loss21, res21, info21 = _c_simclr_direction(r2, r1, all2, all1, targets, kappa_e, kappa_b, beta, candidates)
     residual = None if res12 is None else 0.5 * (res12.mean() + res21.mean())
-    return CEBTerms(0.5 * (loss12.mean() + loss21.mean()), residual, 0.5 * (info12.mean() + info21.mean()))
+    # Figure 5 sums the two directions (as SimCLR's reference sums loss_a + loss_b); the logged terms are means.
+    return CEBTerms(loss12.mean() + loss21.mean(), residual, 0.5 * (info12.mean() + info21.mean()))

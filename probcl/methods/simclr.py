@@ -20,12 +20,13 @@ class SimCLRParams:
 
 @METHODS.register("simclr")
 class SimCLR(SSLMethod):
-    """h = f(x), z = g(h); loss = NT-Xent(z1, z2; tau) over the 2N views of the (global) batch."""
+    """h = f(x), z = g(h); loss = loss_a + loss_b: NT-Xent(z1, z2; tau) summed over the two directions, each
+    a mean over the N anchors of one view (SimCLR's reference code), i.e. 2 x the mean over the 2N views."""
 
     Params = SimCLRParams
 
     def step(self, view1, view2, batch) -> StepOutput:
         h1, h2 = self.backbone(view1), self.backbone(view2)
         z1, z2 = self.projector(h1), self.projector(h2)
-        loss = nt_xent_loss(z1, z2, self.hp.temperature, self.hp.gather_distributed)
+        loss = 2.0 * nt_xent_loss(z1, z2, self.hp.temperature, self.hp.gather_distributed)
         return StepOutput(loss, h1)
