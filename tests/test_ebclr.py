@@ -135,6 +135,26 @@ def test_samples_stay_in_the_valid_pixel_range():
     assert math.isclose(out.samples.max().item(), high.item(), rel_tol=1e-6)  # pushed to the bound, not past
 
 
+@pytest.mark.parametrize("pixel_clamp", [True, False])
+def test_sampler_clamps_to_the_pixel_range_only_when_asked(pixel_clamp):
+    buffer = ReplayBuffer(4, 1.0, (1, 8, 8))
+    sampler = MultiStageSGLD(MSGLDConfig(steps=30, step_size=1.0, sigma_min=0.0, sigma_max=0.0,
+                                         pixel_clamp=pixel_clamp), buffer)
+    low, high = torch.tensor(-1.0), torch.tensor(1.0)
+    out = sampler.sample(quadratic_energy(torch.full((4, 1, 8, 8), 100.0), 1.0), 4,
+                         lambda n: torch.zeros(n, 1, 8, 8), bounds=(low, high))
+    # without the clamp the chain follows Eq. 21 alone: 30 steps of alpha * delta = 1 towards 100
+    assert out.samples.max().item() == pytest.approx(1.0 if pixel_clamp else 30.0)
+
+
+@pytest.mark.parametrize("preset", ["fashion-mnist/ebclr-paper", "mnist/ebclr-paper"])
+def test_paper_presets_do_not_clamp_sgld_iterates(preset):
+    from probcl.core.presets import resolve_config_path
+
+    assert load_config(resolve_config_path(preset)).method_args["sgld"]["pixel_clamp"] is False
+    assert MSGLDConfig().pixel_clamp is True
+
+
 def test_msgld_schedule_below_at_and_above_k():
     counts = torch.tensor([0, 1, 2, 3, 4, 10])
     expected = [0.05, 0.05 - 0.04 / 3, 0.05 - 0.08 / 3, 0.01, 0.01, 0.01]  # Eq. 22 with K = 3

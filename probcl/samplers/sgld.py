@@ -1,7 +1,8 @@
 """Proximal, multi-stage SGLD with a replay buffer (EBCLR section 3.3, Algorithm 1).
 
 * proximal SGLD, Eq. 21: v <- v - alpha * clamp(grad_v E(v), -delta, delta) + eps, eps ~ N(0, sigma^2),
-  T steps; samples are also clamped to the valid pixel range after every step.
+  T steps; optionally (``pixel_clamp``, on by default) iterates are clamped to the valid pixel
+  range after every step. The authors' code does not clamp them (the ``*-paper`` presets turn it off).
 * multi-stage SGLD, Eq. 22: sigma = sigma_min + (sigma_max - sigma_min) * [1 - kappa / K]_+,
   with kappa the number of times a buffer entry has started a chain.
 * replay buffer: chains start from past samples; each one is re-initialised with probability
@@ -138,6 +139,7 @@ class MSGLDConfig:
     sigma_min: float = 0.01
     sigma_max: float = 0.05
     decay_uses: float = 3.0  # K
+    pixel_clamp: bool = True  # clamp iterates to the valid pixel range (the authors' code does not)
 
 
 class MultiStageSGLD:
@@ -153,6 +155,7 @@ class MultiStageSGLD:
         c = self.config
         idx, init, counts, _ = self.buffer.draw(n, proposal, device)
         sigma = msgld_sigma(counts, c.sigma_min, c.sigma_max, c.decay_uses)  # Eq. 22
-        trace = proximal_sgld(energy_fn, init, c.steps, c.step_size, c.clamp, sigma, bounds)
+        trace = proximal_sgld(energy_fn, init, c.steps, c.step_size, c.clamp, sigma,
+                              bounds if c.pixel_clamp else None)
         self.buffer.write(idx, trace.samples)
         return trace
