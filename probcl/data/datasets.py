@@ -160,9 +160,42 @@ DATASETS: Registry[Loader] = Registry("dataset")
 PREFIXED = ("folder:", "npz:")
 
 
+CLASS_FILTER = ":classes="  # `fashion-mnist:classes=0-7`: only these classes, relabelled 0..K-1 in the given order
+
+
 def dataset_names() -> list[str]:
-    """Registered dataset names plus the path-prefixed specs."""
-    return DATASETS.names() + ["folder:PATH", "npz:PATH"]
+    """Registered dataset names plus the path-prefixed specs and the class filter."""
+    return DATASETS.names() + ["folder:PATH", "npz:PATH", f"NAME{CLASS_FILTER}0-7 (or 8,9)"]
+
+
+def parse_classes(text: str, spec: str) -> list[int]:
+    """``0-7`` / ``8,9`` / ``0-3,7`` -> class indices, in order, without repeats."""
+    classes: list[int] = []
+    try:
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            classes += [c for c in range(int(lo), int(hi or lo) + 1) if c not in classes]
+    except ValueError:
+        raise DatasetError(f"{spec}: classes must look like 0-7 or 8,9 (class indices), got {text!r}") from None
+    if not classes:
+        raise DatasetError(f"{spec}: no classes given; e.g. {spec.split(CLASS_FILTER)[0]}{CLASS_FILTER}0-7")
+    return classes
+
+
+def keep_classes(data: ImageSource, classes: list[int], spec: str) -> TensorImages:
+    """The images of ``classes`` (labels renumbered 0..K-1 in the order given): held-out-class splits
+    give a near-OOD set without any extra download (train on 0-7, the OOD set is 8,9)."""
+    labels = data.labels()
+    if not isinstance(data, TensorImages) or labels is None:
+        raise DatasetError(f"{spec}: a class filter needs a labeled in-memory dataset (not {data.name})")
+    known = set(range(data.num_classes)) if data.num_classes else set(labels.unique().tolist())
+    unknown = [c for c in classes if c not in known]
+    if unknown:
+        raise DatasetError(f"{spec}: classes {unknown} do not exist in {data.name} (classes 0-{max(known)})")
+    mapping = torch.full((max(max(known), *classes) + 1,), -1, dtype=torch.long)
+    mapping[torch.tensor(classes)] = torch.arange(len(classes))
+    keep = torch.nonzero(mapping[labels.clamp_min(0)] >= 0).flatten()
+    return TensorImages(data.images[keep], mapping[labels[keep]], spec, len(classes))
 
 
 def load_dataset(spec: str, split: Split = "train", root: str | None = None, download: bool = False,
@@ -171,6 +204,10 @@ def load_dataset(spec: str, split: Split = "train", root: str | None = None, dow
     """Load ``split`` of the dataset ``spec``, optionally resized and converted to ``channels``."""
     if split not in ("train", "test", "all"):
         raise DatasetError(f"unknown split {split!r}; valid: train, test, all")
+    if CLASS_FILTER in spec and not spec.startswith(PREFIXED):
+        base, _, text = spec.partition(CLASS_FILTER)
+        data = load_dataset(base, split, root, download, None, None)
+        return conform(keep_classes(data, parse_classes(text, spec), spec), channels, image_size)
     if spec.startswith("folder:"):
         return load_folder(Path(spec[len("folder:"):]), split, image_size, channels, skip_corrupt)
     if spec.startswith("npz:"):
