@@ -61,7 +61,7 @@ class MomentumContrast(SSLMethod[QP]):
         return self.hp.momentum
 
     # ----------------------------------------------------------------- hooks for the query side
-    def query_head(self) -> nn.Module:
+    def query_head(self) -> nn.Sequential:
         """The trained projection head g."""
         return moco_head(self.feature_dim, self.cfg.model, self.hp.proj_batch_norm)
 

@@ -133,7 +133,7 @@ class EmbeddingOnly(nn.Module):
 class TauMoCo(TemperatureAsUncertainty, MomentumContrast[TauMoCoParams]):
     """MoCo v2 whose query logits (positive and queue) are scaled by the query's learned alpha."""
 
-    def query_head(self) -> nn.Module:
+    def query_head(self) -> nn.Sequential:
         """MoCo's head with one more output, u."""
         return constant_u_at_start(moco_head(self.feature_dim, self.cfg.model, self.hp.proj_batch_norm, 1))
 
@@ -149,10 +149,11 @@ class TauMoCo(TemperatureAsUncertainty, MomentumContrast[TauMoCoParams]):
 
     def query_loss(self, queries: Queries, keys: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
         """MoCo's Eq. 1 with the query's inverse temperature sigmoid(u) / scale (TaU, appendix A)."""
+        assert queries.stat is not None  # u, from :meth:`queries`
         return tau_info_nce_loss(queries.q, keys, negatives, queries.stat, self.hp.scale, self.hp.shift)
 
     def query_logs(self, queries: list[Queries]) -> dict[str, torch.Tensor]:
-        return self.temperature_logs(torch.cat([p.stat for p in queries]))
+        return self.temperature_logs(torch.cat([p.stat for p in queries if p.stat is not None]))
 
 
 @dataclass
@@ -171,6 +172,7 @@ class TauPosthoc(TauSimCLR):
     """Post-hoc TaU (paper Table 3): a frozen encoder from ``cfg.init``; only the temperature head trains."""
 
     Params = TauPosthocParams
+    hp: TauPosthocParams
 
     @classmethod
     def prepare_config(cls, cfg: Config) -> Config:
@@ -195,7 +197,7 @@ class TauPosthoc(TauSimCLR):
             super().build()
         else:
             self.temperature_head = temperature_head(self.feature_dim)
-        if self.hp.input_mean is not None:
+        if self.hp.input_mean is not None and self.hp.input_std is not None:
             self._set_input_normalization(self.hp.input_mean, self.hp.input_std)
 
     def _set_input_normalization(self, mean: list[float], std: list[float]) -> None:
