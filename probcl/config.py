@@ -1,9 +1,11 @@
 """Typed run configuration: dataclasses, YAML loading, dotted CLI overrides and validation.
 
 A config is a tree of dataclasses. ``from_dict`` converts plain YAML data into it and
-rejects unknown keys, wrong types and invalid values with one message that names the
-key and the valid choices. Method hyper-parameters live in ``method_args``: each method
-declares its own ``Params`` dataclass and validates them with the same machinery.
+rejects unknown keys, wrong types and out-of-range values with one message that names the
+key and the valid choices. Bounds are declared on the fields
+(``lr: Annotated[float, Positive] = 1e-3``) and checked by ``from_dict``, so every section
+and every method's ``Params`` dataclass (its ``method_args``) is validated by the same code.
+Checks that relate two fields stay explicit (``__post_init__`` or ``Config.validate``).
 """
 from __future__ import annotations
 
@@ -13,11 +15,53 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
 
 from probcl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A numeric range a config field must lie in; ``None`` values (unset options) always pass."""
+
+    low: Optional[float] = None
+    high: Optional[float] = None
+    low_open: bool = False
+    high_open: bool = False
+
+    def describe(self) -> str:
+        """The range as the error message states it: ``> 0``, ``>= 1`` or ``in [0, 1)``."""
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.low is None:
+            return f"{'<' if self.high_open else '<='} {self.high:g}"
+        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+
+    def check(self, key: str, value: Optional[float]) -> None:
+        """Raise ConfigError naming ``key`` and the range unless ``value`` lies in it."""
+        if value is None:
+            return
+        too_low = self.low is not None and (value <= self.low if self.low_open else value < self.low)
+        too_high = self.high is not None and (value >= self.high if self.high_open else value > self.high)
+        if too_low or too_high:
+            raise ConfigError(f"{key} must be {self.describe()}, got {value}")
+
+
+Positive = Bound(0.0, low_open=True)
+NonNegative = Bound(0.0)
+Probability = Bound(0.0, 1.0)
+
+
+def AtLeast(low: float) -> Bound:
+    """Values >= ``low`` (counts: ``Annotated[int, AtLeast(1)]``)."""
+    return Bound(low)
+
+
+def InRange(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Bound:
+    """Values between ``low`` and ``high`` (``InRange(0, 1, high_open=True)``: [0, 1))."""
+    return Bound(low, high, low_open, high_open)
 
 
 @dataclass
@@ -27,9 +71,9 @@ class DataConfig:
     dataset: str = "fashion-mnist"
     root: Optional[str] = None  # data root; default: $PROBCL_DATA, then the dataset's system location
     download: bool = False  # let torchvision download datasets it knows
-    image_size: Optional[int] = None  # resize to this; default: the dataset's native size
-    train_subset: Optional[int] = None  # use only this many (seeded) training images, for quick runs
-    num_workers: int = 0  # loader processes (folder datasets decode images in them)
+    image_size: Annotated[Optional[int], AtLeast(1)] = None  # resize to this; default: the dataset's native size
+    train_subset: Annotated[Optional[int], AtLeast(1)] = None  # use only this many (seeded) training images, for quick runs
+    num_workers: Annotated[int, NonNegative] = 0  # loader processes (folder datasets decode images in them)
 
 
 @dataclass
@@ -38,13 +82,13 @@ class AugmentConfig:
 
     preset: Literal["small", "simclr", "byol", "moco", "ebclr-gray", "ebclr-color", "none"] = "small"
     crop_scale: Optional[tuple[float, float]] = None
-    flip: Optional[float] = None
-    jitter_strength: Optional[float] = None  # brightness/contrast(/saturation) amplitude
-    jitter_prob: Optional[float] = None
-    grayscale_prob: Optional[float] = None
+    flip: Annotated[Optional[float], Probability] = None
+    jitter_strength: Annotated[Optional[float], NonNegative] = None  # brightness/contrast(/saturation) amplitude
+    jitter_prob: Annotated[Optional[float], Probability] = None
+    grayscale_prob: Annotated[Optional[float], Probability] = None
     blur_prob: Optional[tuple[float, float]] = None  # (view 1, view 2)
     solarize_prob: Optional[tuple[float, float]] = None
-    noise_std: Optional[float] = None
+    noise_std: Annotated[Optional[float], NonNegative] = None
     normalize: Literal["dataset", "symmetric"] = "dataset"  # dataset mean/std, or [0,1] -> [-1,1]
 
 
@@ -53,13 +97,13 @@ class ModelConfig:
     """Backbone and projection head."""
 
     backbone: Literal["cnn", "resnet18", "resnet50"] = "cnn"
-    width: int = 32  # base width of the small CNN
+    width: Annotated[int, AtLeast(1)] = 32  # base width of the small CNN
     norm: Literal["bn", "none"] = "bn"
     act: Literal["relu", "leaky_relu"] = "relu"
     cifar_stem: bool = True  # 3x3 stride-1 first conv and no max-pool (ResNets)
-    proj_hidden: int = 512
-    proj_out: int = 128
-    proj_layers: int = 2
+    proj_hidden: Annotated[int, AtLeast(1)] = 512
+    proj_out: Annotated[int, AtLeast(1)] = 128
+    proj_layers: Annotated[int, AtLeast(1)] = 2
 
 
 @dataclass
@@ -67,36 +111,36 @@ class OptimConfig:
     """Optimiser and learning-rate schedule (per-step linear warm-up, then cosine or constant)."""
 
     name: Literal["sgd", "adam", "adamw", "lars"] = "adam"
-    lr: float = 1e-3
-    weight_decay: float = 1e-6
+    lr: Annotated[float, Positive] = 1e-3
+    weight_decay: Annotated[float, NonNegative] = 1e-6
     momentum: float = 0.9
-    warmup_epochs: float = 0.0
+    warmup_epochs: Annotated[float, NonNegative] = 0.0
     schedule: Literal["cosine", "constant"] = "cosine"
-    min_lr_ratio: float = 0.0
+    min_lr_ratio: Annotated[float, Probability] = 0.0
     scale_lr_by_batch: bool = False  # lr x batch_size / 256, as in SimCLR/BYOL
-    lars_eta: float = 0.001  # LARS trust coefficient (SimCLR's reference LARS; BYOL and CEB use it)
+    lars_eta: Annotated[float, Positive] = 0.001  # LARS trust coefficient (SimCLR's reference LARS; BYOL, CEB)
     lars_clip: bool = False  # LARC clipping: the layer's adaptive lr never exceeds the global lr
-    probe_lr: float = 1e-3  # online linear probe (Adam on detached features)
+    probe_lr: Annotated[float, Positive] = 1e-3  # online linear probe (Adam on detached features)
 
 
 @dataclass
 class TrainConfig:
     """Loop, hardware and checkpointing."""
 
-    epochs: int = 10
-    batch_size: int = 256
+    epochs: Annotated[int, AtLeast(1)] = 10
+    batch_size: Annotated[int, AtLeast(2)] = 256
     seed: int = 0
     accelerator: str = "auto"  # cpu | gpu | auto
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
-    num_nodes: int = 1
+    num_nodes: Annotated[int, AtLeast(1)] = 1
     precision: str = "32-true"
     sync_batchnorm: bool = False
-    limit_train_batches: Optional[float] = None  # fraction (<=1) or count (>1) of batches per epoch
-    checkpoint_every_n_steps: Optional[int] = None  # besides every epoch: for crash-resume mid-epoch
-    monitor_every_n_epochs: int = 1  # online kNN / linear monitor on labeled data
-    monitor_train_samples: int = 10000
-    monitor_test_samples: int = 10000
+    limit_train_batches: Annotated[Optional[float], Positive] = None  # fraction (<=1) or count (>1) of batches per epoch
+    checkpoint_every_n_steps: Annotated[Optional[int], AtLeast(1)] = None  # besides every epoch: for crash-resume mid-epoch
+    monitor_every_n_epochs: Annotated[int, NonNegative] = 1  # online kNN / linear monitor on labeled data
+    monitor_train_samples: Annotated[int, AtLeast(1)] = 10000
+    monitor_test_samples: Annotated[int, AtLeast(1)] = 10000
     loggers: list[str] = field(default_factory=list)  # besides metrics.jsonl/.csv (always): tensorboard, wandb
     progress_bar: bool = True
     deterministic: bool = True
@@ -120,26 +164,12 @@ class Config:
         return to_plain(self)
 
     def validate(self) -> "Config":
-        check_positive("train.batch_size", self.train.batch_size, minimum=2)
-        check_positive("train.epochs", self.train.epochs, minimum=1)
-        check_positive("optim.lr", self.optim.lr, strict=True)
-        check_positive("optim.weight_decay", self.optim.weight_decay)
-        check_positive("model.width", self.model.width, minimum=1)
-        check_positive("model.proj_out", self.model.proj_out, minimum=1)
+        """Checks across fields (bounds of single fields are checked by :func:`from_dict`)."""
         if self.augment.crop_scale is not None:
             lo, hi = self.augment.crop_scale
             if not 0 < lo <= hi <= 1:
                 raise ConfigError(f"augment.crop_scale must satisfy 0 < low <= high <= 1, got {self.augment.crop_scale}")
         return self
-
-
-def check_positive(key: str, value: float, *, strict: bool = False, minimum: float | None = None) -> None:
-    """Raise ConfigError unless ``value`` is >= minimum (or > 0 when strict, >= 0 otherwise)."""
-    if minimum is not None:
-        if value < minimum:
-            raise ConfigError(f"{key} must be >= {minimum}, got {value}")
-    elif (strict and value <= 0) or value < 0:
-        raise ConfigError(f"{key} must be {'> 0' if strict else '>= 0'}, got {value}")
 
 
 def to_plain(obj: Any) -> Any:
@@ -156,6 +186,11 @@ def to_plain(obj: Any) -> Any:
 def _convert(value: Any, tp: Any, key: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    if origin is Annotated:
+        converted = _convert(value, args[0], key)
+        for bound in (a for a in args[1:] if isinstance(a, Bound)):
+            bound.check(key, converted)
+        return converted
     if tp is Any:
         return value
     if origin in (typing.Union, types.UnionType):
@@ -223,7 +258,7 @@ def from_dict(cls: type, data: dict | None, prefix: str = "") -> Any:
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"{prefix or 'config'} must be a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:

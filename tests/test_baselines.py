@@ -59,15 +59,15 @@ def cos_rows(a, b) -> np.ndarray:
 def test_moco_loss_and_queue_match_reference(tiny_config):
     model = build(tiny_config, "moco", queue_size=40, temperature=0.2)
     v1, v2 = views()
-    queue0 = model.queue.clone()
+    queue0 = model.key_queue.queue.clone()
     out = model.step(v1, v2, None)
     with torch.no_grad():
         q = model.projector(model.backbone(v1))
-        k = model.key_projector(model.key_backbone(v2))
+        k = model.key_encoder.projector(model.key_encoder.backbone(v2))
     assert out.loss.item() == pytest.approx(moco_reference(q, k, queue0, 0.2), abs=1e-5)
     # The 8 new keys fill slots 0-7 (normalized), the rest of the queue is untouched.
-    np.testing.assert_allclose(model.queue[:8].double().numpy(), unit(k), atol=1e-6)
-    assert torch.equal(model.queue[8:], queue0[8:]) and int(model.queue_ptr) == 8
+    np.testing.assert_allclose(model.key_queue.queue[:8].double().numpy(), unit(k), atol=1e-6)
+    assert torch.equal(model.key_queue.queue[8:], queue0[8:]) and int(model.key_queue.ptr) == 8
     out.loss.backward()
     assert all(p.grad is None for n, p in model.named_parameters() if n.startswith("key_"))
     assert all(p.grad is not None for p in model.backbone.parameters())
@@ -77,28 +77,28 @@ def test_moco_loss_and_queue_match_reference(tiny_config):
 def test_moco_symmetric_loss_averages_both_directions(tiny_config):
     model = build(tiny_config, "moco", queue_size=40, temperature=0.5, symmetric=True)
     v1, v2 = views()
-    queue0 = model.queue.clone()
+    queue0 = model.key_queue.queue.clone()
     out = model.step(v1, v2, None)
     with torch.no_grad():
         q1, q2 = model.projector(model.backbone(v1)), model.projector(model.backbone(v2))
-        k1, k2 = model.key_projector(model.key_backbone(v1)), model.key_projector(model.key_backbone(v2))
+        k1, k2 = model.key_encoder.projector(model.key_encoder.backbone(v1)), model.key_encoder.projector(model.key_encoder.backbone(v2))
     expected = 0.5 * (moco_reference(q1, k2, queue0, 0.5) + moco_reference(q2, k1, queue0, 0.5))
     assert out.loss.item() == pytest.approx(expected, abs=1e-5)
-    np.testing.assert_allclose(model.queue[:16].double().numpy(), np.concatenate([unit(k1), unit(k2)]), atol=1e-6)
-    assert int(model.queue_ptr) == 16
+    np.testing.assert_allclose(model.key_queue.queue[:16].double().numpy(), np.concatenate([unit(k1), unit(k2)]), atol=1e-6)
+    assert int(model.key_queue.ptr) == 16
 
 
 def test_moco_queue_is_fifo_and_wraps(tiny_config):
     model = build(tiny_config, "moco", batch_size=4, queue_size=10)
-    batches = [torch.full((4, model.queue.shape[1]), float(10 * b)) + torch.arange(4.0)[:, None] for b in range(4)]
+    batches = [torch.full((4, model.key_queue.queue.shape[1]), float(10 * b)) + torch.arange(4.0)[:, None] for b in range(4)]
     for keys in batches:
-        model.enqueue(keys)
+        model.key_queue.enqueue(keys)
     # Slots by hand: batch 0 -> 0-3, batch 1 -> 4-7, batch 2 -> 8, 9, 0, 1, batch 3 -> 2-5.
     expected_ids = [22, 23, 30, 31, 32, 33, 12, 13, 20, 21]
-    assert model.queue.shape == (10, model.queue.shape[1])
-    assert model.queue[:, 0].tolist() == expected_ids and int(model.queue_ptr) == 6
+    assert model.key_queue.queue.shape == (10, model.key_queue.queue.shape[1])
+    assert model.key_queue.queue[:, 0].tolist() == expected_ids and int(model.key_queue.ptr) == 6
     with pytest.raises(ConfigError, match="queue_size"):
-        model.enqueue(torch.zeros(11, model.queue.shape[1]))
+        model.key_queue.enqueue(torch.zeros(11, model.key_queue.queue.shape[1]))
 
 
 def test_moco_momentum_update_is_eq2(tiny_config):
@@ -107,11 +107,11 @@ def test_moco_momentum_update_is_eq2(tiny_config):
         for p in model.backbone.parameters():
             p.add_(1.0)
     online = {n: p.clone() for n, p in model.backbone.named_parameters()}
-    key = {n: p.clone() for n, p in model.key_backbone.named_parameters()}
+    key = {n: p.clone() for n, p in model.key_encoder.backbone.named_parameters()}
     model.after_optimizer_step()
-    for name, p in model.key_backbone.named_parameters():
+    for name, p in model.key_encoder.backbone.named_parameters():
         torch.testing.assert_close(p, 0.9 * key[name] + 0.1 * online[name])
-    for (_, b), (_, ob) in zip(model.key_backbone.named_buffers(), model.backbone.named_buffers()):
+    for (_, b), (_, ob) in zip(model.key_encoder.backbone.named_buffers(), model.backbone.named_buffers()):
         assert torch.equal(b, ob)
 
 

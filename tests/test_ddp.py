@@ -105,16 +105,16 @@ def test_two_processes_match_one_process_with_the_global_batch(ranks, name):
 
 def test_moco_queue_is_identical_on_every_rank_and_holds_the_global_keys(ranks):
     model = make_model("moco")
-    queue0 = model.queue.clone()
+    queue0 = model.key_queue.queue.clone()
     _, view2 = global_views()
     with torch.no_grad():
-        keys = nn.functional.normalize(model.key_projector(model.key_backbone(view2)), dim=1)
+        keys = nn.functional.normalize(model.key_encoder.projector(model.key_encoder.backbone(view2)), dim=1)
     for result in (r["moco"] for r in ranks):
-        queue = result["state"]["queue"]
+        queue = result["state"]["key_queue.queue"]
         torch.testing.assert_close(queue[: WORLD * B], keys, atol=1e-6, rtol=1e-5)
         assert torch.equal(queue[WORLD * B:], queue0[WORLD * B:])
-        assert int(result["state"]["queue_ptr"]) == WORLD * B
-    assert torch.equal(ranks[0]["moco"]["state"]["queue"], ranks[1]["moco"]["state"]["queue"])
+        assert int(result["state"]["key_queue.ptr"]) == WORLD * B
+    assert torch.equal(ranks[0]["moco"]["state"]["key_queue.queue"], ranks[1]["moco"]["state"]["key_queue.queue"])
 
 
 def test_moco_shuffle_bn_uses_the_broadcast_permutation(ranks):
@@ -122,13 +122,13 @@ def test_moco_shuffle_bn_uses_the_broadcast_permutation(ranks):
     _, view2 = global_views()
     torch.manual_seed(SHUFFLE_SEED)
     order = torch.randperm(WORLD * B)  # rank 0 draws it first thing in the step, then broadcasts it
-    keys = torch.empty(WORLD * B, model.queue.shape[1])
+    keys = torch.empty(WORLD * B, model.key_queue.queue.shape[1])
     with torch.no_grad():
         for chunk in order.view(WORLD, B):  # each rank's BatchNorm sees one shuffled sub-batch
-            keys[chunk] = nn.functional.normalize(model.key_projector(model.key_backbone(view2[chunk])), dim=1)
+            keys[chunk] = nn.functional.normalize(model.key_encoder.projector(model.key_encoder.backbone(view2[chunk])), dim=1)
     for result in (r["moco-shuffle-bn"] for r in ranks):
-        torch.testing.assert_close(result["state"]["queue"][: WORLD * B], keys, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(result["state"]["key_queue.queue"][: WORLD * B], keys, atol=1e-6, rtol=1e-5)
     # Without the shuffle the keys would differ: BatchNorm statistics of the unshuffled halves.
     with torch.no_grad():
-        plain = torch.cat([model.key_projector(model.key_backbone(half)) for half in view2.split(B)])
+        plain = torch.cat([model.key_encoder.projector(model.key_encoder.backbone(half)) for half in view2.split(B)])
     assert not torch.allclose(nn.functional.normalize(plain, dim=1), keys, atol=1e-3)

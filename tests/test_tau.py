@@ -156,7 +156,7 @@ def test_tau_moco_trains_and_exposes_both_scores(tiny_config):
         assert torch.equal(model.uncertainty(images), -u)
         assert torch.equal(model.uncertainty(images, score="neg_u_squared"), -u.square())
         assert model.project(images).shape == (7, model.cfg.model.proj_out)
-        assert model.keys(model.normalizer(images)).shape == (7, model.cfg.model.proj_out)
+        assert model.key_encoder(model.normalizer(images)).shape == (7, model.cfg.model.proj_out)
     with pytest.raises(ValueError, match="neg_u_squared"):
         model.uncertainty(images, score="u")
 

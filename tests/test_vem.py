@@ -232,7 +232,7 @@ def test_tiny_pretraining_writes_a_loadable_checkpoint(tiny_config, method, args
     else:
         assert int(state["memory.filled"]) == 48  # 2 steps x 32 queries, capped at the bank size
         assert torch.allclose(state["memory.bank"].norm(dim=1), torch.ones(48))
-    assert ("key_backbone.features.0.weight" in state) == (args["base"] == "moco")
+    assert ("key_encoder.backbone.features.0.weight" in state) == (args["base"] == "moco")
     images = torch.randint(0, 256, (3, 1, 28, 28), dtype=torch.uint8)
     assert model.embed(images).shape == (3, model.feature_dim)
 

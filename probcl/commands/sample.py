@@ -27,15 +27,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from probcl.config import check_positive
+    from probcl.config import AtLeast, NonNegative
     from probcl.tasks.sample import sample_run
 
-    check_positive("--num", args.num, minimum=1)
-    check_positive("--steps", args.steps, minimum=0)
-    check_positive("--reference", args.reference, minimum=1)
-    for name in ("step_size", "clamp", "sigma"):
-        if getattr(args, name) is not None:
-            check_positive(f"--{name.replace('_', '-')}", getattr(args, name))
+    AtLeast(1).check("--num", args.num)
+    NonNegative.check("--steps", args.steps)
+    AtLeast(1).check("--reference", args.reference)
+    NonNegative.check("--step-size", args.step_size)
+    NonNegative.check("--clamp", args.clamp)
+    NonNegative.check("--sigma", args.sigma)
     path, samples = sample_run(args.run, args.out, args.data, args.data_root, args.checkpoint, args.device,
                                args.ncols, num=args.num, steps=args.steps, start=args.init,
                                step_size=args.step_size, clamp=args.clamp, sigma=args.sigma,

@@ -4,14 +4,17 @@ A method owns a backbone, its heads and its objective. The base class turns each
 batch into two views on the training device, calls the method's :meth:`SSLMethod.step`,
 trains an online linear probe on the detached backbone features (solo-learn style,
 no gradient to the encoder), stops on a non-finite loss, and builds the optimiser and
-the warm-up + cosine schedule. Methods expose ``embed`` (backbone features), ``project``
-(projection-head output) and, where they have one, ``uncertainty``.
+the warm-up + cosine schedule. A method with momentum (target) networks declares them in
+:meth:`SSLMethod.momentum_pairs` and its EMA rate in :meth:`SSLMethod.momentum`; the base
+class applies the update after every optimiser step. Methods expose ``embed`` (backbone
+features), ``project`` (projection-head output) and, where they have one, ``uncertainty``.
 """
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+import typing
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Generic, Optional, TypeVar
 
 import lightning.pytorch as pl
 import numpy as np
@@ -24,6 +27,7 @@ from probcl.errors import TrainingDivergedError
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
 from probcl.core.distributed import world_size
 from probcl.models.backbones import build_backbone
+from probcl.models.ema import ema_update_
 from probcl.models.heads import projection_head
 from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.core.registry import Registry
@@ -57,19 +61,36 @@ class NoParams:
     """A method without hyper-parameters of its own."""
 
 
-class SSLMethod(pl.LightningModule):
-    """Base class: subclasses set ``Params`` and implement :meth:`step`."""
+P = TypeVar("P")
+
+
+class SSLMethod(pl.LightningModule, Generic[P]):
+    """Base class: ``class M(SSLMethod[MParams])`` implements :meth:`step`; ``self.hp`` is its validated MParams.
+
+    ``Params`` is taken from the type argument; a subclass of a concrete method sets it (and
+    annotates ``hp``) itself.
+    """
 
     Params: ClassVar[type] = NoParams
     has_uncertainty: ClassVar[bool] = False
     divergence_hint: ClassVar[str] = "lower optim.lr, or raise the temperature"
+    hp: P
 
-    def __init__(self, config: dict, data_info: dict) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            origin, args = typing.get_origin(base), typing.get_args(base)
+            if isinstance(origin, type) and issubclass(origin, SSLMethod) and args and isinstance(args[0], type):
+                cls.Params = args[0]
+
+    def __init__(self, config: Config | dict, data_info: DataInfo | dict, hp: Optional[P] = None) -> None:
+        """``config``: a validated :class:`Config` (or its plain dict, as a checkpoint holds it);
+        ``hp``: ``Params`` already validated from ``config.method_args`` (default: validate them here)."""
         super().__init__()
-        self.save_hyperparameters()
-        self.cfg: Config = from_dict(Config, config)
-        self.data_info = DataInfo(**data_info)
-        self.hp = from_dict(self.Params, self.cfg.method_args, "method_args")
+        self.cfg: Config = config if isinstance(config, Config) else from_dict(Config, config).validate()
+        self.data_info = data_info if isinstance(data_info, DataInfo) else DataInfo(**data_info)
+        self.save_hyperparameters({"config": self.cfg.to_dict(), "data_info": asdict(self.data_info)})
+        self.hp = hp if hp is not None else self.params(self.cfg)
         self.normalizer = Normalizer(self.data_info.mean, self.data_info.std)
         self.views = ViewGenerator(resolve_view_params(self.cfg.augment), self.data_info.image_size,
                                    self.data_info.channels, self.normalizer)
@@ -89,8 +110,27 @@ class SSLMethod(pl.LightningModule):
         """The method's objective on two normalized views of the batch."""
         raise NotImplementedError
 
+    def momentum_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        """The (online, target) modules whose target follows the online one by EMA (none by default)."""
+        return []
+
+    def momentum(self) -> float:
+        """The EMA rate m of :meth:`momentum_pairs` at the current step."""
+        raise NotImplementedError(f"{type(self).__name__} declares momentum_pairs, so it must define momentum()")
+
     def after_optimizer_step(self) -> None:
-        """Hook for momentum/EMA updates, queues and banks (runs after every optimiser step)."""
+        """After every optimiser step: theta_target <- m theta_target + (1 - m) theta_online for every
+        declared pair (MoCo Eq. 2, BYOL Sec. 3.1; buffers are copied)."""
+        pairs = self.momentum_pairs()
+        if pairs:
+            m = self.momentum()
+            for online, target in pairs:
+                ema_update_(target, online, m)
+
+    @classmethod
+    def params(cls, cfg: Config) -> P:
+        """``cfg.method_args`` validated into the method's ``Params`` (one-line ConfigError otherwise)."""
+        return from_dict(cls.Params, cfg.method_args, "method_args")
 
     @classmethod
     def prepare_config(cls, cfg: Config) -> Config:

@@ -12,39 +12,32 @@ K = the run's total number of optimiser steps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 import torch.nn.functional as F
 
-from probcl.config import ConfigError, check_positive
+from probcl.config import AtLeast, InRange, Positive
 from probcl.losses.normalized_mse import byol_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
 from probcl.methods.collapse import CollapseParams, CollapseWatch
-from probcl.models.ema import cosine_momentum, ema_update_, momentum_copy
+from torch import nn
+
+from probcl.models.ema import cosine_momentum, momentum_copy
 from probcl.models.heads import predictor_head
 
 
 @dataclass
 class BYOLParams(CollapseParams):
-    tau_base: float = 0.99  # target EMA at step 0 (0.996 for 1000-epoch runs), ramped to 1
-    w_byol: float = 1.0  # loss weight (CEB App. A.6 uses 2 to 5 for C-BYOL)
-    pred_hidden: Optional[int] = None  # predictor hidden width; default model.proj_hidden (BYOL: 4096)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not 0.0 <= self.tau_base < 1.0:
-            raise ConfigError(f"method_args.tau_base must be in [0, 1), got {self.tau_base}")
-        check_positive("method_args.w_byol", self.w_byol, strict=True)
-        if self.pred_hidden is not None:
-            check_positive("method_args.pred_hidden", self.pred_hidden, minimum=1)
+    tau_base: Annotated[float, InRange(0, 1, high_open=True)] = 0.99  # target EMA at step 0 (0.996 for 1000 epochs)
+    w_byol: Annotated[float, Positive] = 1.0  # loss weight (CEB App. A.6 uses 2 to 5 for C-BYOL)
+    pred_hidden: Annotated[Optional[int], AtLeast(1)] = None  # predictor hidden width; default proj_hidden (BYOL: 4096)
 
 
 @METHODS.register("byol")
-class BYOL(SSLMethod):
-    """BYOL; subclasses reuse :meth:`online`, :meth:`target` and :meth:`target_momentum`."""
+class BYOL(SSLMethod[BYOLParams]):
+    """BYOL; subclasses reuse :meth:`online` and :meth:`target`; the target follows by the cosine EMA."""
 
-    Params = BYOLParams
     divergence_hint = "lower optim.lr, or raise method_args.tau_base"
 
     def build(self) -> None:
@@ -71,7 +64,10 @@ class BYOL(SSLMethod):
         """Target projection t of ``view`` (no gradient, not normalized)."""
         return self.target_projector(self.target_backbone(view))
 
-    def target_momentum(self) -> float:
+    def momentum_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        return [(self.backbone, self.target_backbone), (self.projector, self.target_projector)]
+
+    def momentum(self) -> float:
         """tau_k of the cosine ramp at the current optimiser step."""
         return cosine_momentum(self.hp.tau_base, self.global_step, int(self.trainer.estimated_stepping_batches))
 
@@ -84,7 +80,5 @@ class BYOL(SSLMethod):
         return StepOutput(loss, h1, {"embedding_std": std})
 
     def after_optimizer_step(self) -> None:
-        tau = self.target_momentum()
-        ema_update_(self.target_backbone, self.backbone, tau)
-        ema_update_(self.target_projector, self.projector, tau)
-        self.log("train/tau", tau)
+        super().after_optimizer_step()
+        self.log("train/tau", self.momentum())

@@ -14,13 +14,13 @@ summed over both directions (as BYOL's loss here), each a batch mean. m is a tra
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Annotated, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from probcl.config import check_positive
+from probcl.config import AtLeast, NonNegative, Positive
 from probcl.distributions.vmf import VonMisesFisher
 from probcl.losses.ceb import residual_information, vmf_precision
 from probcl.losses.normalized_mse import normalized_mse
@@ -32,18 +32,10 @@ from probcl.models.heads import mlp
 @dataclass
 class CBYOLParams(BYOLParams):
     w_byol: float = 2.0  # weight of the regression term, kappa_d / 2 (App. A.6: 2 for 1000 epochs, 5 for 300)
-    kappa_e: float = 16384.0  # concentration of the forward encoder e(z|x)
-    kappa_b: float = 10.0  # concentration of the backward encoder b(z|y)
-    beta: float = 1.0  # compression strength (Eq. 1)
-    b_hidden: Optional[int] = None  # hidden width of m (b's mean network); default model.proj_hidden
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("method_args.kappa_e", self.kappa_e, strict=True)
-        check_positive("method_args.kappa_b", self.kappa_b, strict=True)
-        check_positive("method_args.beta", self.beta)
-        if self.b_hidden is not None:
-            check_positive("method_args.b_hidden", self.b_hidden, minimum=1)
+    kappa_e: Annotated[float, Positive] = 16384.0  # concentration of the forward encoder e(z|x)
+    kappa_b: Annotated[float, Positive] = 10.0  # concentration of the backward encoder b(z|y)
+    beta: Annotated[float, NonNegative] = 1.0  # compression strength (Eq. 1)
+    b_hidden: Annotated[Optional[int], AtLeast(1)] = None  # hidden width of m (b's mean network); default proj_hidden
 
 
 @METHODS.register("c-byol")
@@ -51,6 +43,7 @@ class CBYOL(BYOL):
     """BYOL's online/target networks plus l (linear) and m (MLP); see the module docstring."""
 
     Params = CBYOLParams
+    hp: CBYOLParams
     divergence_hint = "lower optim.lr, raise method_args.tau_base, or lower method_args.beta"
 
     def build(self) -> None:

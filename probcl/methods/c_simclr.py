@@ -9,38 +9,34 @@ representation used downstream.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
 
+from probcl.config import ConfigError, NonNegative, Positive
 from probcl.losses.ceb import Candidates, c_simclr_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
 
 
 @dataclass
 class CSimCLRParams:
-    kappa_e: float = 1024.0  # concentration of the forward encoder e(z|x); .inf = SimCLR limit (beta = 0 only)
-    kappa_b: float = 10.0  # concentration of the backward encoder b(z|y); plays SimCLR's 1 / temperature
-    beta: float = 1.0  # compression strength (Eq. 1)
+    kappa_e: Annotated[float, Positive] = 1024.0  # concentration of the forward encoder e(z|x); .inf = SimCLR limit (beta = 0 only)
+    kappa_b: Annotated[float, Positive] = 10.0  # concentration of the backward encoder b(z|y); plays SimCLR's 1 / temperature
+    beta: Annotated[float, NonNegative] = 1.0  # compression strength (Eq. 1)
     candidates: Candidates = "cross-view"  # CatGen candidates: cross-view (B, paper) | both-views (2B-1, authors' code)
     gather_distributed: bool = True  # candidates from all ranks (with gradient) under DDP
 
     def __post_init__(self) -> None:
-        from probcl.config import ConfigError, check_positive
-
-        check_positive("method_args.kappa_e", self.kappa_e, strict=True)
-        check_positive("method_args.kappa_b", self.kappa_b, strict=True)
-        check_positive("method_args.beta", self.beta)
         if self.kappa_e == float("inf") and self.beta != 0:
             raise ConfigError("method_args.kappa_e = .inf (deterministic z) needs method_args.beta = 0: "
                               "with a point-mass encoder the residual information I(X;Z|Y) is infinite")
 
 
 @METHODS.register("c-simclr")
-class CSimCLR(SSLMethod):
+class CSimCLR(SSLMethod[CSimCLRParams]):
     """h = f(x), r = normalize(g(h)); loss = mean over both directions of beta I(X;Z|Y) - I(Y;Z)."""
 
-    Params = CSimCLRParams
     divergence_hint = "lower optim.lr, or lower method_args.beta / kappa_e"
 
     @property

@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.utilities import rank_zero_warn
 
-from probcl.config import check_positive
+from probcl.config import NonNegative
 
 
 @dataclass
 class CollapseParams:
     """Hyper-parameter shared by the methods that watch for collapse."""
 
-    collapse_threshold: float = 0.1  # warn when std * sqrt(d) drops below this (uniform sphere: ~1)
-
-    def __post_init__(self) -> None:
-        check_positive("method_args.collapse_threshold", self.collapse_threshold)
+    collapse_threshold: Annotated[float, NonNegative] = 0.1  # warn when std * sqrt(d) drops below this (uniform sphere: ~1)
 
 
 def embedding_std(z: torch.Tensor) -> torch.Tensor:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 
-from probcl.config import ConfigError, check_positive
+from probcl.config import AtLeast, ConfigError, NonNegative, Positive, Probability
 from probcl.core.distributed import gather_with_grad, world_size
 from probcl.losses.ebclr import ebclr_loss, energy
 from probcl.methods.base import METHODS, SSLMethod, StepOutput, TrainingDivergedError
@@ -24,40 +24,27 @@ BUFFER_KEY = "ebclr_replay_buffer"
 
 @dataclass
 class EBCLRParams:
-    temperature: float = 0.1  # tau of Eq. 6 (on squared distances of unit vectors)
-    lam: float = 0.1  # lambda of Eq. 11 (section 4.3)
-    proj_norm_weight: float = 0.0  # lambda1 of the authors' code (1e-3): sum of squared unnormalized projections
+    temperature: Annotated[float, Positive] = 0.1  # tau of Eq. 6 (on squared distances of unit vectors)
+    lam: Annotated[float, NonNegative] = 0.1  # lambda of Eq. 11 (section 4.3)
+    proj_norm_weight: Annotated[float, NonNegative] = 0.0  # lambda1 of the authors' code (1e-3): sum of squared unnormalized projections
     others: Literal["2n-1", "n"] = "2n-1"  # candidates of Eq. 18: the 2N-1 other views, or the N second views
     sgld: MSGLDConfig = field(default_factory=MSGLDConfig)  # T, alpha, delta, sigma_min/max, K
-    buffer_size: int = 50000  # replay buffer entries (split across ranks under DDP)
-    reinit_prob: float = 0.2  # rho: paper 0.2; authors' configs 0.4 MNIST, 0.6 FMNIST
+    buffer_size: Annotated[int, AtLeast(1)] = 50000  # replay buffer entries (split across ranks under DDP)
+    reinit_prob: Annotated[float, Probability] = 0.2  # rho: paper 0.2; authors' configs 0.4 MNIST, 0.6 FMNIST
     proposal: Literal["data", "uniform"] = "data"  # q0 for re-initialised chains
     gather_distributed: bool = True  # negatives and energy references from all ranks under DDP
-    max_grad_norm: float = 1.0e4  # stop when the parameter-gradient norm exceeds this (0 = never)
+    max_grad_norm: Annotated[float, NonNegative] = 1.0e4  # stop when the parameter-gradient norm exceeds this (0 = never)
 
     def __post_init__(self) -> None:
-        check_positive("method_args.temperature", self.temperature, strict=True)
-        check_positive("method_args.lam", self.lam)
-        check_positive("method_args.proj_norm_weight", self.proj_norm_weight)
-        check_positive("method_args.buffer_size", self.buffer_size, minimum=1)
-        check_positive("method_args.max_grad_norm", self.max_grad_norm)
-        if not 0 <= self.reinit_prob <= 1:
-            raise ConfigError(f"method_args.reinit_prob must be in [0, 1], got {self.reinit_prob}")
         s = self.sgld
-        check_positive("method_args.sgld.steps", s.steps, minimum=1)
-        check_positive("method_args.sgld.step_size", s.step_size, strict=True)
-        check_positive("method_args.sgld.clamp", s.clamp, strict=True)
-        check_positive("method_args.sgld.sigma_min", s.sigma_min)
-        check_positive("method_args.sgld.decay_uses", s.decay_uses, strict=True)
         if s.sigma_max < s.sigma_min:
             raise ConfigError(f"method_args.sgld.sigma_max ({s.sigma_max}) must be >= sigma_min ({s.sigma_min})")
 
 
 @METHODS.register("ebclr")
-class EBCLR(SSLMethod):
+class EBCLR(SSLMethod[EBCLRParams]):
     """Discriminative term (Eq. 18) + lambda x generative EBM term (Eq. 13-14, energy Eq. 20) with MSGLD."""
 
-    Params = EBCLRParams
     divergence_hint = ("lower method_args.sgld.step_size (alpha), tighten method_args.sgld.clamp (delta), "
                        "or lower method_args.lam (lambda) / optim.lr")
 

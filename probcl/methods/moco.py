@@ -1,137 +1,116 @@
 """MoCo v2 (He et al. 2020; Chen et al. 2020): a momentum key encoder and a queue of negative keys.
 
 Queries q = n(g(f(x1))) come from the trained encoder, keys k = n(g_k(f_k(x2))) from its
-momentum copy (no gradient). Each query is classified against its key and the K keys of
-the queue (MoCo Eq. 1, :func:`probcl.losses.info_nce.info_nce_loss`); the batch's keys then
-replace the oldest queue entries, and after each optimiser step
-theta_k <- m theta_k + (1 - m) theta_q (MoCo Eq. 2).
+momentum copy (no gradient, :class:`~probcl.methods.components.MomentumKeyEncoder`). Each
+query is classified against its key and the K keys of the queue (MoCo Eq. 1,
+:func:`probcl.losses.info_nce.info_nce_loss`); the batch's keys then replace the oldest
+queue entries (:class:`~probcl.methods.components.KeyQueue`), and after each optimiser step
+the base class applies theta_k <- m theta_k + (1 - m) theta_q (MoCo Eq. 2) to the declared
+momentum pairs.
 
 Under DDP the keys of all ranks are gathered before they are enqueued, so every rank holds
 the same queue, and the key encoder's BatchNorm sees a batch shuffled across ranks
-(shuffle-BN, MoCo Sec. 3.3) unless ``shuffle_bn`` is off (use ``train.sync_batchnorm``
-instead). On one process no shuffle is done.
+(shuffle-BN, MoCo Sec. 3.3) unless ``shuffle_bn`` is off. On one process no shuffle is done.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Annotated, Optional, TypeVar
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from probcl.config import ConfigError, check_positive
-from probcl.core.distributed import broadcast_, gather_no_grad, rank, world_size
+from probcl.config import ConfigError, Positive
 from probcl.losses.info_nce import info_nce_loss, queue_logits
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
-from probcl.models.ema import ema_update_, momentum_copy
-from probcl.models.heads import mlp
+from probcl.methods.components import (LEGACY_KEY_ENCODER_NAMES, LEGACY_QUEUE_NAMES, KeyQueue, MomentumKeyEncoder,
+                                       QueueParams, moco_head, rename_state_keys)
 
 
 @dataclass
-class QueueParams:
-    """Momentum-encoder and queue settings shared by MoCo and the methods built on it."""
+class Queries:
+    """One view's query pass: backbone features h, L2-normalized queries q, and a per-query statistic
+    that a subclass's loss and logs use (TaU-MoCo: its raw temperature output u)."""
 
-    queue_size: int = 4096  # K negatives; 65536 at ImageNet scale
-    momentum: float = 0.99  # key-encoder EMA m; 0.999 at ImageNet scale
-    symmetric: bool = False  # also classify q2 against k1 and average the two losses
-    proj_batch_norm: bool = False  # MoCo v2's head is Linear-ReLU-Linear, without BatchNorm
-    shuffle_bn: bool = True  # shuffle the key batch across ranks under DDP (MoCo Sec. 3.3)
+    h: torch.Tensor
+    q: torch.Tensor
+    stat: Optional[torch.Tensor] = None
 
-    def __post_init__(self) -> None:
-        check_positive("method_args.queue_size", self.queue_size, minimum=1)
-        if not 0.0 <= self.momentum < 1.0:
-            raise ConfigError(f"method_args.momentum must be in [0, 1), got {self.momentum}")
+
+QP = TypeVar("QP", bound=QueueParams)
+
+
+class MomentumContrast(SSLMethod[QP]):
+    """MoCo's key encoder, queue and step. A method states its loss in :meth:`query_loss` and may change
+    the query side through :meth:`query_head`, :meth:`key_head`, :meth:`queries` and :meth:`query_logs`."""
+
+    def build(self) -> None:
+        self.projector = self.query_head()
+        self.key_encoder = MomentumKeyEncoder(self.backbone, self.key_head(), self.hp.shuffle_bn)
+        if self.hp.queue_size < self.cfg.train.batch_size:
+            raise ConfigError(f"method_args.queue_size={self.hp.queue_size} is smaller than train.batch_size="
+                              f"{self.cfg.train.batch_size}; raise queue_size (MoCo uses 4096 to 65536)")
+        self.key_queue = KeyQueue(self.hp.queue_size, self.cfg.model.proj_out)
+        self.register_load_state_dict_pre_hook(rename_state_keys({**LEGACY_KEY_ENCODER_NAMES, **LEGACY_QUEUE_NAMES}))
+
+    def momentum_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        return [(self.backbone, self.key_encoder.backbone), (self.projector, self.key_encoder.projector)]
+
+    def momentum(self) -> float:
+        return self.hp.momentum
+
+    # ----------------------------------------------------------------- hooks for the query side
+    def query_head(self) -> nn.Sequential:
+        """The trained projection head g."""
+        return moco_head(self.feature_dim, self.cfg.model, self.hp.proj_batch_norm)
+
+    def key_head(self) -> nn.Module:
+        """The part of :meth:`query_head` whose momentum copy makes keys (all of it here)."""
+        return self.projector
+
+    def queries(self, view: torch.Tensor) -> Queries:
+        """Backbone features and L2-normalized projections of ``view`` (with gradient)."""
+        h = self.backbone(view)
+        return Queries(h, F.normalize(self.projector(h), dim=1))
+
+    def query_loss(self, queries: Queries, keys: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+        """The loss of ``queries`` against their ``keys`` and the queue's ``negatives``."""
+        raise NotImplementedError(f"{type(self).__name__} must define query_loss")
+
+    def query_logs(self, queries: list[Queries]) -> dict[str, torch.Tensor]:
+        """Extra training logs of this step's query passes (none here)."""
+        return {}
+
+    # ----------------------------------------------------------------- training
+    def step(self, view1, view2, batch) -> StepOutput:
+        negatives = self.key_queue.snapshot()  # the queue is updated before backward
+        first = self.queries(view1)
+        k2 = self.key_encoder(view2)
+        loss, passes = self.query_loss(first, k2, negatives), [first]
+        if self.hp.symmetric:
+            second = self.queries(view2)
+            k1 = self.key_encoder(view1)
+            loss = 0.5 * (loss + self.query_loss(second, k1, negatives))
+            passes.append(second)
+            self.key_queue.enqueue(k1)  # both views' keys join the queue: it turns over twice as fast
+        self.key_queue.enqueue(k2)
+        with torch.no_grad():
+            accuracy = (queue_logits(first.q, k2, negatives).argmax(dim=1) == 0).float().mean()
+        return StepOutput(loss, first.h, {"key_top1": accuracy, **self.query_logs(passes)})
 
 
 @dataclass
 class MoCoParams(QueueParams):
-    temperature: float = 0.2
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("method_args.temperature", self.temperature, strict=True)
+    temperature: Annotated[float, Positive] = 0.2
 
 
 @METHODS.register("moco")
-class MoCo(SSLMethod):
-    """MoCo v2; subclasses reuse :meth:`query`, :meth:`keys`, :meth:`enqueue` and :meth:`contrastive_loss`."""
+class MoCo(MomentumContrast[MoCoParams]):
+    """MoCo v2: InfoNCE with a fixed temperature."""
 
-    Params = MoCoParams
     divergence_hint = "lower optim.lr, or raise method_args.temperature"
 
-    def build(self) -> None:
-        mc = self.cfg.model
-        self.projector = mlp(self.feature_dim, mc.proj_hidden, mc.proj_out, mc.proj_layers,
-                             batch_norm=self.hp.proj_batch_norm, act=mc.act)
-        self.key_backbone = momentum_copy(self.backbone)
-        self.key_projector = momentum_copy(self.projector)
-        if self.hp.queue_size < self.cfg.train.batch_size:
-            raise ConfigError(f"method_args.queue_size={self.hp.queue_size} is smaller than train.batch_size="
-                              f"{self.cfg.train.batch_size}; raise queue_size (MoCo uses 4096 to 65536)")
-        self.register_buffer("queue", F.normalize(torch.randn(self.hp.queue_size, mc.proj_out), dim=1))
-        self.register_buffer("queue_ptr", torch.zeros((), dtype=torch.long))
-
-    # ----------------------------------------------------------------- building blocks
-    def query(self, view: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Backbone features h and L2-normalized projection q of ``view`` (with gradient)."""
-        h = self.backbone(view)
-        return h, F.normalize(self.projector(h), dim=1)
-
-    @torch.no_grad()
-    def keys(self, view: torch.Tensor) -> torch.Tensor:
-        """L2-normalized projection of the momentum encoder (no gradient), in the order of ``view``."""
-        shuffle = self.hp.shuffle_bn and world_size() > 1
-        view, restore = _shuffle_across_ranks(view) if shuffle else (view, None)
-        k = F.normalize(self.key_projector(self.key_backbone(view)), dim=1)
-        return restore(k) if restore is not None else k
-
-    @torch.no_grad()
-    def enqueue(self, keys: torch.Tensor) -> None:
-        """Replace the oldest queue entries with the keys of all ranks (rank order), identically on every rank."""
-        keys = gather_no_grad(keys)
-        size = self.queue.shape[0]
-        if keys.shape[0] > size:
-            raise ConfigError(f"method_args.queue_size={size} is smaller than the {keys.shape[0]} keys of one "
-                              f"global batch; raise queue_size")
-        ptr = int(self.queue_ptr)
-        slots = (ptr + torch.arange(keys.shape[0], device=self.queue.device)) % size
-        self.queue[slots] = keys.to(self.queue.dtype)
-        self.queue_ptr.fill_((ptr + keys.shape[0]) % size)
-
-    def contrastive_loss(self, q: torch.Tensor, k: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+    def query_loss(self, queries: Queries, keys: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
         """Eq. 1: cross-entropy of [q.k, q.negatives^T] / T with the positive at index 0."""
-        return info_nce_loss(q, k, negatives, self.hp.temperature)
-
-    # ----------------------------------------------------------------- training
-    def step(self, view1, view2, batch) -> StepOutput:
-        negatives = self.queue.clone()  # a snapshot: the queue is updated before backward
-        h1, q1 = self.query(view1)
-        k2 = self.keys(view2)
-        loss = self.contrastive_loss(q1, k2, negatives)
-        if self.hp.symmetric:
-            _, q2 = self.query(view2)
-            k1 = self.keys(view1)
-            loss = 0.5 * (loss + self.contrastive_loss(q2, k1, negatives))
-            self.enqueue(k1)  # both views' keys join the queue: it turns over twice as fast
-        self.enqueue(k2)
-        with torch.no_grad():
-            accuracy = (queue_logits(q1, k2, negatives).argmax(dim=1) == 0).float().mean()
-        return StepOutput(loss, h1, {"key_top1": accuracy})
-
-    def after_optimizer_step(self) -> None:
-        """Eq. 2: theta_k <- m theta_k + (1 - m) theta_q."""
-        ema_update_(self.key_backbone, self.backbone, self.hp.momentum)
-        ema_update_(self.key_projector, self.projector, self.hp.momentum)
-
-
-def _shuffle_across_ranks(x: torch.Tensor) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
-    """This rank's slice of the globally shuffled batch, and a function that undoes the shuffle."""
-    everything = gather_no_grad(x)
-    order = broadcast_(torch.randperm(everything.shape[0], device=x.device))
-    mine = order.view(world_size(), -1)[rank()]
-    inverse = torch.argsort(order).view(world_size(), -1)[rank()]
-
-    def restore(y: torch.Tensor) -> torch.Tensor:
-        return gather_no_grad(y)[inverse]
-
-    return everything[mine], restore
+        return info_nce_loss(queries.q, keys, negatives, self.hp.temperature)

@@ -2,28 +2,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
+from probcl.config import Positive
 from probcl.losses.nt_xent import nt_xent_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
 
 
 @dataclass
 class SimCLRParams:
-    temperature: float = 0.5
+    temperature: Annotated[float, Positive] = 0.5
     gather_distributed: bool = True  # negatives from all ranks (with gradient) under DDP
-
-    def __post_init__(self) -> None:
-        from probcl.config import check_positive
-
-        check_positive("method_args.temperature", self.temperature, strict=True)
 
 
 @METHODS.register("simclr")
-class SimCLR(SSLMethod):
+class SimCLR(SSLMethod[SimCLRParams]):
     """h = f(x), z = g(h); loss = loss_a + loss_b: NT-Xent(z1, z2; tau) summed over the two directions, each
     a mean over the N anchors of one view (SimCLR's reference code), i.e. 2 x the mean over the 2N views."""
-
-    Params = SimCLRParams
 
     def step(self, view1, view2, batch) -> StepOutput:
         h1, h2 = self.backbone(view1), self.backbone(view2)

@@ -7,11 +7,11 @@ h = f(x), z = g(h) (projection with BatchNorm on its output), p = q(z) (bottlene
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Annotated, Optional
 
 from torch import nn
 
-from probcl.config import check_positive
+from probcl.config import AtLeast
 from probcl.losses.negative_cosine import simsiam_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
 from probcl.methods.collapse import CollapseParams, CollapseWatch
@@ -20,19 +20,13 @@ from probcl.models.heads import mlp, predictor_head
 
 @dataclass
 class SimSiamParams(CollapseParams):
-    pred_hidden: Optional[int] = None  # predictor bottleneck; default model.proj_out // 4 (SimSiam: 2048 -> 512)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.pred_hidden is not None:
-            check_positive("method_args.pred_hidden", self.pred_hidden, minimum=1)
+    pred_hidden: Annotated[Optional[int], AtLeast(1)] = None  # predictor bottleneck; default proj_out // 4 (SimSiam: 2048 -> 512)
 
 
 @METHODS.register("simsiam")
-class SimSiam(SSLMethod):
+class SimSiam(SSLMethod[SimSiamParams]):
     """SimSiam with the paper's heads: projection MLP ending in BatchNorm, bottleneck predictor."""
 
-    Params = SimSiamParams
     divergence_hint = "lower optim.lr"
 
     def build(self) -> None:

@@ -16,19 +16,18 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import Annotated, ClassVar, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from probcl.config import Config, ConfigError, check_positive
-from probcl.losses.info_nce import queue_logits
+from probcl.config import Config, ConfigError, Positive
 from probcl.losses.tau import inverse_temperature, tau_info_nce_loss, tau_nt_xent_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
-from probcl.methods.moco import MoCo, QueueParams
-from probcl.models.ema import momentum_copy
-from probcl.models.heads import mlp, projection_head, temperature_head
+from probcl.methods.components import QueueParams, moco_head
+from probcl.methods.moco import MomentumContrast, Queries
+from probcl.models.heads import projection_head, temperature_head
 from probcl.models.pretrained import BACKBONE_FIELDS, describe_pretrained, load_pretrained_
 
 # Uncertainty scores (higher = more uncertain), both from the pre-sigmoid u (appendix A):
@@ -47,12 +46,15 @@ def uncertainty_from_u(u: torch.Tensor, score: str = "neg_u") -> torch.Tensor:
 
 
 @dataclass
-class TauParams:
-    scale: float = 0.1  # alpha = sigmoid(u) / scale: temperatures stay above `scale` (appendix A)
-    gather_distributed: bool = True  # negatives from all ranks (with gradient) under DDP
+class TemperatureScaleParams:
+    """The TaU head's scale, shared by every TaU method."""
 
-    def __post_init__(self) -> None:
-        check_positive("method_args.scale", self.scale, strict=True)
+    scale: Annotated[float, Positive] = 0.1  # alpha = sigmoid(u) / scale: temperatures stay above `scale` (app. A)
+
+
+@dataclass
+class TauParams(TemperatureScaleParams):
+    gather_distributed: bool = True  # negatives from all ranks (with gradient) under DDP
 
 
 def constant_u_at_start(head: nn.Sequential) -> nn.Sequential:
@@ -96,10 +98,8 @@ class TemperatureAsUncertainty:
 
 
 @METHODS.register("tau-simclr")
-class TauSimCLR(TemperatureAsUncertainty, SSLMethod):
+class TauSimCLR(TemperatureAsUncertainty, SSLMethod[TauParams]):
     """SimCLR whose fixed temperature is replaced by a per-view learned one (Algorithm 1)."""
-
-    Params = TauParams
 
     def build(self) -> None:
         mc = self.cfg.model
@@ -114,13 +114,8 @@ class TauSimCLR(TemperatureAsUncertainty, SSLMethod):
 
 
 @dataclass
-class TauMoCoParams(QueueParams):
-    scale: float = 0.1  # alpha = sigmoid(u_q) / scale (appendix A)
+class TauMoCoParams(QueueParams, TemperatureScaleParams):
     shift: bool = True  # logits (cos - 1) * alpha, as in the authors' code (same loss value)
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("method_args.scale", self.scale, strict=True)
 
 
 class EmbeddingOnly(nn.Module):
@@ -135,58 +130,41 @@ class EmbeddingOnly(nn.Module):
 
 
 @METHODS.register("tau-moco")
-class TauMoCo(TemperatureAsUncertainty, MoCo):
+class TauMoCo(TemperatureAsUncertainty, MomentumContrast[TauMoCoParams]):
     """MoCo v2 whose query logits (positive and queue) are scaled by the query's learned alpha."""
 
-    Params = TauMoCoParams
+    def query_head(self) -> nn.Sequential:
+        """MoCo's head with one more output, u."""
+        return constant_u_at_start(moco_head(self.feature_dim, self.cfg.model, self.hp.proj_batch_norm, 1))
 
-    def build(self) -> None:
-        super().build()  # queue, pointer, key encoder
-        mc = self.cfg.model
-        self.projector = constant_u_at_start(mlp(self.feature_dim, mc.proj_hidden, mc.proj_out + 1, mc.proj_layers,
-                                                 batch_norm=self.hp.proj_batch_norm, act=mc.act))
-        self.key_projector = momentum_copy(EmbeddingOnly(self.projector))
+    def key_head(self) -> nn.Module:
+        """Keys are embeddings without u."""
+        return EmbeddingOnly(self.projector)
 
-    def query(self, view: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Backbone features h and L2-normalized embedding q (u dropped) of ``view``."""
-        h, q, _ = self.query_with_u(view)
-        return h, q
-
-    def query_with_u(self, view: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Backbone features h, L2-normalized embedding q and raw u of ``view`` (with gradient)."""
+    def queries(self, view: torch.Tensor) -> Queries:
+        """Backbone features, L2-normalized embeddings (u dropped) and raw u of ``view`` (with gradient)."""
         h = self.backbone(view)
         z, u = self.split(h)
-        return h, F.normalize(z, dim=1), u
+        return Queries(h, F.normalize(z, dim=1), u)
 
-    def step(self, view1, view2, batch) -> StepOutput:
-        negatives = self.queue.clone()  # a snapshot: the queue is updated before backward
-        h1, q1, u1 = self.query_with_u(view1)
-        k2 = self.keys(view2)
-        loss, us = tau_info_nce_loss(q1, k2, negatives, u1, self.hp.scale, self.hp.shift), [u1]
-        if self.hp.symmetric:
-            _, q2, u2 = self.query_with_u(view2)
-            k1 = self.keys(view1)
-            loss = 0.5 * (loss + tau_info_nce_loss(q2, k1, negatives, u2, self.hp.scale, self.hp.shift))
-            us.append(u2)
-            self.enqueue(k1)  # both views' keys join the queue
-        self.enqueue(k2)
-        with torch.no_grad():
-            accuracy = (queue_logits(q1, k2, negatives).argmax(dim=1) == 0).float().mean()
-        return StepOutput(loss, h1, {"key_top1": accuracy, **self.temperature_logs(torch.cat(us))})
+    def query_loss(self, queries: Queries, keys: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+        """MoCo's Eq. 1 with the query's inverse temperature sigmoid(u) / scale (TaU, appendix A)."""
+        assert queries.stat is not None  # u, from :meth:`queries`
+        return tau_info_nce_loss(queries.q, keys, negatives, queries.stat, self.hp.scale, self.hp.shift)
+
+    def query_logs(self, queries: list[Queries]) -> dict[str, torch.Tensor]:
+        return self.temperature_logs(torch.cat([p.stat for p in queries if p.stat is not None]))
 
 
 @dataclass
 class TauPosthocParams(TauParams):
     projection: bool = False  # also train a fresh projection head (default: the frozen feature is the embedding)
     input_mean: Optional[list[float]] = None  # the frozen encoder's input normalization (default: from init,
-    input_std: Optional[list[float]] = None  # when it records one; else the training data's statistics)
+    input_std: Optional[list[Annotated[float, Positive]]] = None  # when it records one; else the data's statistics)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         if (self.input_mean is None) != (self.input_std is None):
             raise ConfigError("method_args.input_mean and method_args.input_std must be given together")
-        if self.input_std is not None and any(s <= 0 for s in self.input_std):
-            raise ConfigError(f"method_args.input_std must be > 0, got {self.input_std}")
 
 
 @METHODS.register("tau-posthoc")
@@ -194,6 +172,7 @@ class TauPosthoc(TauSimCLR):
     """Post-hoc TaU (paper Table 3): a frozen encoder from ``cfg.init``; only the temperature head trains."""
 
     Params = TauPosthocParams
+    hp: TauPosthocParams
 
     @classmethod
     def prepare_config(cls, cfg: Config) -> Config:
@@ -218,7 +197,7 @@ class TauPosthoc(TauSimCLR):
             super().build()
         else:
             self.temperature_head = temperature_head(self.feature_dim)
-        if self.hp.input_mean is not None:
+        if self.hp.input_mean is not None and self.hp.input_std is not None:
             self._set_input_normalization(self.hp.input_mean, self.hp.input_std)
 
     def _set_input_normalization(self, mean: list[float], std: list[float]) -> None:

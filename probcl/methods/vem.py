@@ -7,8 +7,9 @@ Each step (Algorithm 1/2 of the paper's Appendix C):
     loss = CE([q.k, q B^T] / tau, label 0)                     (lines 16-20)
 
 ``base: simclr``: the key is the other view's projection by the same network (with
-gradient). ``base: moco``: the key comes from MoCo's momentum encoder (no gradient), which
-is updated after every optimiser step; VEM's sampler replaces MoCo's queue.
+gradient). ``base: moco``: the key comes from a momentum key encoder with MoCo v2's head
+(:class:`~probcl.methods.components.MomentumKeyEncoder`, no gradient), which follows the
+trained encoder after every optimiser step; VEM's sampler replaces MoCo's queue.
 
 * ``vem-langevin`` / ``vem-svgd``: a persistent feature bank moved by Langevin or SVGD
   updates that need no pass through the encoder (:mod:`probcl.samplers.feature_space`).
@@ -20,69 +21,58 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Literal, Optional
+from typing import Annotated, Iterator, Literal, Optional, TypeVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from probcl.config import ConfigError, check_positive
+from probcl.config import AtLeast, InRange, NonNegative, Positive
 from probcl.core.distributed import gather_no_grad
-from probcl.losses.info_nce import queue_logits
+from probcl.losses.info_nce import info_nce_loss, queue_logits
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
-from probcl.methods.moco import MoCo
-from probcl.models.ema import momentum_copy
-from probcl.models.heads import mlp
+from probcl.methods.components import (LEGACY_KEY_ENCODER_NAMES, MomentumKeyEncoder, MomentumKeyParams, moco_head,
+                                       rename_state_keys)
 from probcl.samplers.feature_space import BankSampler, FeatureBank
 from probcl.samplers.image_bank import ImageBank
 
 
 @dataclass
-class VEMParams:
-    """Hyper-parameters shared by the VEM variants (Appendix D and I)."""
+class VEMParams(MomentumKeyParams):
+    """Hyper-parameters shared by the VEM variants (Appendix D and I); the momentum-key settings
+    (momentum, shuffle_bn, proj_batch_norm) apply with ``base: moco``."""
 
     base: Literal["simclr", "moco"] = "simclr"
-    temperature: float = 0.12  # tau of the backbone loss
-    bank_temperature: float = 0.02  # t of the sampler's softmax
-    steps: int = 10  # eta, sampling steps per training step
-    step_size: float = 1.0  # alpha, the bank learning rate (1.0 or 0.5)
+    temperature: Annotated[float, Positive] = 0.12  # tau of the backbone loss
+    bank_temperature: Annotated[float, Positive] = 0.02  # t of the sampler's softmax
+    steps: Annotated[int, AtLeast(1)] = 10  # eta, sampling steps per training step
+    step_size: Annotated[float, Positive] = 1.0  # alpha, the bank learning rate (1.0 or 0.5)
     schedule: Literal["decreasing", "fixed"] = "decreasing"  # alpha / i, or alpha (Appendix I)
-    momentum: float = 0.99  # base moco: key-encoder EMA
-    shuffle_bn: bool = True  # base moco: shuffle the key batch across ranks under DDP
-    proj_batch_norm: bool = False  # base moco: MoCo v2's head has no BatchNorm
-
-    def __post_init__(self) -> None:
-        check_positive("method_args.temperature", self.temperature, strict=True)
-        check_positive("method_args.bank_temperature", self.bank_temperature, strict=True)
-        check_positive("method_args.steps", self.steps, minimum=1)
-        check_positive("method_args.step_size", self.step_size, strict=True)
-        if not 0.0 <= self.momentum < 1.0:
-            raise ConfigError(f"method_args.momentum must be in [0, 1), got {self.momentum}")
 
 
 @dataclass
-class VEMLangevinParams(VEMParams):
-    bank_size: int = 4096  # M
-    noise_scale: Optional[float] = None  # eps; None = sqrt(bank_temperature / global batch)
+class FeatureBankParams(VEMParams):
+    """A persistent bank of M feature-space negatives."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("method_args.bank_size", self.bank_size, minimum=1)
-        if self.noise_scale is not None:
-            check_positive("method_args.noise_scale", self.noise_scale)
+    bank_size: Annotated[int, AtLeast(1)] = 4096  # M
+    # Appendix D: the bank is trained with its own lr (step_size, 1.0 or 0.5) and momentum 0.9, the gradient
+    # divided by t as in AdCo; "literal" = Alg. 1 line 13 as printed, whose bank barely moves (see BankSampler).
+    bank_update: Literal["optimizer", "literal"] = "optimizer"
+    bank_momentum: Annotated[float, InRange(0.0, 1.0, high_open=True)] = 0.9
+    bank_lr_schedule: bool = True  # decay the bank lr with the backbone's schedule (Appendix D: cosine)
 
 
 @dataclass
-class VEMSVGDParams(VEMParams):
-    bank_size: int = 4096  # M
-    kernel: Literal["linear", "rbf"] = "linear"  # Alg. 2, or the RBF kernel of Eq. 9
-    bandwidth: Optional[float] = None  # RBF h; None = median heuristic
+class VEMLangevinParams(FeatureBankParams):
+    noise_scale: Annotated[Optional[float], NonNegative] = None  # eps; None = sqrt(1 / N) (optimizer), sqrt(t / N) (literal)
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("method_args.bank_size", self.bank_size, minimum=1)
-        if self.bandwidth is not None:
-            check_positive("method_args.bandwidth", self.bandwidth, strict=True)
+
+@dataclass
+class VEMSVGDParams(FeatureBankParams):
+    # Eq. 9's RBF kernel (median heuristic). Alg. 2's linear kernel is degenerate as printed: its +B term is
+    # radial (removed by the renormalisation) and B B^T dB moves every row in one shared direction.
+    kernel: Literal["linear", "rbf"] = "rbf"
+    bandwidth: Annotated[Optional[float], Positive] = None  # RBF h; None = median heuristic
 
 
 @dataclass
@@ -90,13 +80,8 @@ class VEMImageParams(VEMParams):
     """``step_size`` and ``noise_scale`` act on normalized pixels; the defaults (alpha 1, eps 0.01)
     are JEM's image-space SGLD settings, which VEM's Appendix I cites."""
 
-    particles: int = 128  # K image particles (Appendix E.5)
-    noise_scale: float = 0.01  # eps in input space
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive("method_args.particles", self.particles, minimum=1)
-        check_positive("method_args.noise_scale", self.noise_scale)
+    particles: Annotated[int, AtLeast(1)] = 128  # K image particles (Appendix E.5)
+    noise_scale: Annotated[float, NonNegative] = 0.01  # eps in input space
 
 
 @contextmanager
@@ -112,29 +97,46 @@ def _eval_mode(*modules: nn.Module) -> Iterator[None]:
             m.train(mode)
 
 
-class VEM(MoCo):
-    """Shared VEM step; subclasses create their sampler in :meth:`build_sampler` and implement
-    :meth:`sample_negatives`. Reuses MoCo's query/key encoders and loss (MoCo Eq. 1 = Alg. 1 l. 16-20)."""
+VP = TypeVar("VP", bound=VEMParams)
 
-    Params = VEMParams
+
+class VEM(SSLMethod[VP]):
+    """Shared VEM step over a base (SimCLR's or MoCo's key path); subclasses create their sampler in
+    :meth:`build_sampler` and implement :meth:`sample_negatives`. The loss is MoCo's Eq. 1 = Alg. 1 l. 16-20."""
+
     divergence_hint = "lower optim.lr or method_args.step_size, or raise method_args.temperature"
+    key_encoder: Optional[MomentumKeyEncoder]
 
     def build(self) -> None:
-        mc = self.cfg.model
         if self.hp.base == "moco":
-            self.projector = mlp(self.feature_dim, mc.proj_hidden, mc.proj_out, mc.proj_layers,
-                                 batch_norm=self.hp.proj_batch_norm, act=mc.act)
-            self.key_backbone = momentum_copy(self.backbone)
-            self.key_projector = momentum_copy(self.projector)
+            self.projector = moco_head(self.feature_dim, self.cfg.model, self.hp.proj_batch_norm)
+            self.key_encoder = MomentumKeyEncoder(self.backbone, self.projector, self.hp.shuffle_bn)
+            self.register_load_state_dict_pre_hook(rename_state_keys(LEGACY_KEY_ENCODER_NAMES))
         else:
-            SSLMethod.build(self)  # SimCLR's projection head
+            super().build()  # SimCLR's projection head
+            self.key_encoder = None
         self.build_sampler()
+
+    def momentum_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
+        if self.key_encoder is None:
+            return []
+        return [(self.backbone, self.key_encoder.backbone), (self.projector, self.key_encoder.projector)]
+
+    def momentum(self) -> float:
+        return self.hp.momentum
+
+    def query(self, view: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Backbone features h and L2-normalized projection q of ``view`` (with gradient)."""
+        h = self.backbone(view)
+        return h, F.normalize(self.projector(h), dim=1)
 
     def build_sampler(self) -> None:
         raise NotImplementedError
 
-    def sample_negatives(self, queries: torch.Tensor, view1: torch.Tensor) -> torch.Tensor:
-        """Move the sampler with this step's detached, normalized ``queries``; return the negatives (M, k)."""
+    def sample_negatives(self, queries: torch.Tensor, view1: torch.Tensor
+                         ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Move the sampler with this step's detached, normalized ``queries``; return the negatives (M, k)
+        and the sampler's diagnostics for ``metrics.jsonl``."""
         raise NotImplementedError
 
     def sampler_seed(self) -> int:
@@ -143,24 +145,20 @@ class VEM(MoCo):
 
     def step(self, view1, view2, batch) -> StepOutput:
         h1, q = self.query(view1)
-        if self.hp.base == "moco":
-            k = self.keys(view2)
-        else:
-            k = F.normalize(self.projector(self.backbone(view2)), dim=1)
-        negatives = self.sample_negatives(q.detach(), view1)
-        loss = self.contrastive_loss(q, k, negatives)
+        k = self.key_encoder(view2) if self.key_encoder is not None else self.query(view2)[1]
+        negatives, sampler_logs = self.sample_negatives(q.detach(), view1)
+        loss = info_nce_loss(q, k, negatives, self.hp.temperature)
         with torch.no_grad():
             logits = queue_logits(q, k, negatives)
             logs = {"key_top1": (logits.argmax(dim=1) == 0).float().mean(),
-                    "negative_max_cos": logits[:, 1:].max(dim=1).values.mean()}
+                    "negative_max_cos": logits[:, 1:].max(dim=1).values.mean(), **sampler_logs}
         return StepOutput(loss, h1, logs)
 
-    def after_optimizer_step(self) -> None:
-        if self.hp.base == "moco":
-            super().after_optimizer_step()  # key-encoder EMA
+
+FP = TypeVar("FP", bound=FeatureBankParams)
 
 
-class _FeatureVEM(VEM):
+class _FeatureVEM(VEM[FP]):
     """VEM with a feature-space memory bank (Algorithms 1 and 2)."""
 
     def bank_sampler(self) -> BankSampler:
@@ -170,38 +168,42 @@ class _FeatureVEM(VEM):
         self.memory = FeatureBank(self.hp.bank_size, self.cfg.model.proj_out, self.bank_sampler(),
                                   seed=self.cfg.train.seed)
 
-    def sample_negatives(self, queries: torch.Tensor, view1: torch.Tensor) -> torch.Tensor:
-        return self.memory.update(queries, self.sampler_seed()).negatives
+    def bank_lr_scale(self) -> float:
+        """The backbone schedule's current factor (lr / initial lr), or 1 outside a fit or when not asked."""
+        if not self.hp.bank_lr_schedule or self._trainer is None or not self.trainer.optimizers:
+            return 1.0
+        group = self.trainer.optimizers[0].param_groups[0]
+        return float(group["lr"]) / float(group.get("initial_lr", group["lr"]))
+
+    def sample_negatives(self, queries: torch.Tensor, view1: torch.Tensor
+                         ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        step = self.memory.update(queries, self.sampler_seed(), self.bank_lr_scale())
+        return step.negatives, {"bank_query_cos": step.nearest_query_cosine, "bank_displacement": step.displacement}
 
 
 @METHODS.register("vem-langevin")
-class VEMLangevin(_FeatureVEM):
+class VEMLangevin(_FeatureVEM[VEMLangevinParams]):
     """VEM-Langevin (Algorithm 1)."""
-
-    Params = VEMLangevinParams
 
     def bank_sampler(self) -> BankSampler:
         hp = self.hp
-        return BankSampler("langevin", hp.bank_temperature, hp.steps, hp.step_size, hp.schedule, hp.noise_scale)
+        return BankSampler("langevin", hp.bank_temperature, hp.steps, hp.step_size, hp.schedule, hp.noise_scale,
+                           update=hp.bank_update, momentum=hp.bank_momentum)
 
 
 @METHODS.register("vem-svgd")
-class VEMSVGD(_FeatureVEM):
-    """VEM-SVGD (Algorithm 2, linear kernel; ``kernel: rbf`` for Eq. 9)."""
-
-    Params = VEMSVGDParams
+class VEMSVGD(_FeatureVEM[VEMSVGDParams]):
+    """VEM-SVGD: SVGD on the bank with Eq. 9's RBF kernel (``kernel: linear`` = Algorithm 2 as printed, degenerate)."""
 
     def bank_sampler(self) -> BankSampler:
         hp = self.hp
         return BankSampler("svgd", hp.bank_temperature, hp.steps, hp.step_size, hp.schedule,
-                           kernel=hp.kernel, bandwidth=hp.bandwidth)
+                           kernel=hp.kernel, bandwidth=hp.bandwidth, update=hp.bank_update, momentum=hp.bank_momentum)
 
 
 @METHODS.register("vem-image")
-class VEMImage(VEM):
+class VEMImage(VEM[VEMImageParams]):
     """VEM-Image: Langevin on K image particles (Eq. 8); negatives are their projections."""
-
-    Params = VEMImageParams
 
     def build_sampler(self) -> None:
         info, hp = self.data_info, self.hp
@@ -209,17 +211,14 @@ class VEMImage(VEM):
                                     self.normalizer.bounds(), hp.steps, hp.step_size, hp.noise_scale,
                                     hp.schedule, seed=self.cfg.train.seed)
 
-    def _project(self, x: torch.Tensor) -> torch.Tensor:
-        return F.normalize(self.projector(self.backbone(x)), dim=1)
-
     def sample_negatives(self, queries: torch.Tensor, view1: torch.Tensor) -> torch.Tensor:
         queries = gather_no_grad(queries)
         t = self.hp.bank_temperature
 
         def log_density(x: torch.Tensor) -> torch.Tensor:  # log sum_n exp(f(x) . q_n / t), Eq. 8
-            return torch.logsumexp(self._project(x) @ queries.T / t, dim=1)
+            return torch.logsumexp(self.query(x)[1] @ queries.T / t, dim=1)
 
         with _eval_mode(self.backbone, self.projector):
             particles = self.image_bank.update(view1, log_density, self.normalizer.bounds(), self.sampler_seed())
             with torch.no_grad():
-                return self._project(particles)
+                return self.query(particles)[1], {}

@@ -14,10 +14,11 @@ filled from the proposal the first time they are drawn.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Annotated, Callable, Optional
 
 import torch
 
+from probcl.config import AtLeast, NonNegative, Positive
 from probcl.core.distributed import gather_no_grad, rank, world_size
 
 EnergyFn = Callable[[torch.Tensor], torch.Tensor]  # (B, C, H, W) -> (B,) energies
@@ -133,12 +134,12 @@ def _collective_device() -> torch.device:
 class MSGLDConfig:
     """Hyper-parameters of the multi-stage sampler (EBCLR section 3.3)."""
 
-    steps: int = 10  # T
-    step_size: float = 0.05  # alpha
-    clamp: float = 1.0  # delta
-    sigma_min: float = 0.01
-    sigma_max: float = 0.05
-    decay_uses: float = 3.0  # K
+    steps: Annotated[int, AtLeast(1)] = 10  # T
+    step_size: Annotated[float, Positive] = 0.05  # alpha
+    clamp: Annotated[float, Positive] = 1.0  # delta
+    sigma_min: Annotated[float, NonNegative] = 0.01
+    sigma_max: Annotated[float, NonNegative] = 0.05
+    decay_uses: Annotated[float, Positive] = 3.0  # K
     pixel_clamp: bool = True  # clamp iterates to the valid pixel range (the authors' code does not)
 
 

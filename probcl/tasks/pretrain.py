@@ -6,7 +6,6 @@ import io
 import json
 import logging
 import warnings
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -169,7 +168,7 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
     if ckpt_path is not None and paths.config.exists():
         _check_resume_config(paths, cfg)
     method_cls = METHODS.get(cfg.method)
-    from_dict(method_cls.Params, cfg.method_args, "method_args")  # validate before loading data
+    hp = method_cls.params(cfg)  # validated once, before loading data; the model receives it
     pl.seed_everything(cfg.train.seed, workers=True, verbose=False)
 
     d = cfg.data
@@ -183,7 +182,7 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
     if ckpt_path is None and rank_zero_only.rank == 0:
         paths.root.mkdir(parents=True, exist_ok=True)
         save_config(cfg, paths.config)
-    model = method_cls(cfg.to_dict(), asdict(info))
+    model = method_cls(cfg, info, hp)
 
     loader = DataLoader(train, batch_size=t.batch_size, shuffle=True, drop_last=True, num_workers=d.num_workers,
                         persistent_workers=d.num_workers > 0, pin_memory=torch.cuda.is_available())
