@@ -1,7 +1,6 @@
 """Run directories: their layout, loading a trained model back, and the device choice."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 import torch
@@ -100,10 +99,9 @@ def load(run: str | Path, checkpoint: str = "last", device: str | None = "auto")
 
 def read_metrics(run: str | Path) -> list[dict]:
     """All rows of a run's metrics.jsonl (empty list when absent)."""
-    path = RunPaths(Path(run)).metrics
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    from probcl.core.metrics_log import read_rows
+
+    return read_rows(RunPaths(Path(run)).metrics)
 
 
 def epoch_curve(run: str | Path, key: str = "monitor/knn_top1") -> list[tuple[int, float]]:

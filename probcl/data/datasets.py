@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Optional, Sequence
 

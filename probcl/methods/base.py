@@ -9,12 +9,10 @@ the warm-up + cosine schedule. Methods expose ``embed`` (backbone features), ``p
 """
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
 import lightning.pytorch as pl
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -142,8 +140,9 @@ class SSLMethod(pl.LightningModule):
         self.log("train/probe_acc", acc, batch_size=int(labeled.sum()))
         return loss
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        self.after_optimizer_step()
+    def optimizer_step(self, *args: Any, **kwargs: Any) -> None:
+        super().optimizer_step(*args, **kwargs)
+        self.after_optimizer_step()  # before on_train_batch_end, where a checkpoint may be written
 
     def trainable_named_parameters(self) -> list[tuple[str, nn.Parameter]]:
         """Parameters the optimiser updates (all but the probe, frozen and momentum copies)."""
@@ -158,29 +157,3 @@ class SSLMethod(pl.LightningModule):
         per_epoch = max(1, total // max(1, self.trainer.max_epochs))
         scheduler = build_scheduler(optimizer, self.cfg.optim, total, per_epoch)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-    # ----------------------------------------------------------------- exact resume
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["rng_states"] = {
-            "torch": torch.get_rng_state(),
-            "numpy": np.random.get_state(),
-            "python": random.getstate(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-        }
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        states = checkpoint.get("rng_states")
-        if states is None:
-            return
-        if world_size() > 1:  # ranks must not share one random stream: reseed them apart
-            seed = self.cfg.train.seed + 1000 * int(checkpoint.get("global_step", 0)) + self.global_rank
-            torch.manual_seed(seed)
-            np.random.seed(seed % 2**32)
-            random.seed(seed)
-            return
-        torch.set_rng_state(states["torch"])
-        np.random.set_state(states["numpy"])
-        random.setstate(states["python"])
-        if states["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(states["cuda"])
-

@@ -1,9 +1,6 @@
 """`probcl pretrain`: data -> method -> Lightning Trainer, with atomic checkpoints and automatic resume."""
 from __future__ import annotations
 
-import csv
-import io
-import json
 import logging
 import warnings
 from dataclasses import asdict
@@ -18,14 +15,15 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
-from torch.utils.data import DataLoader
 
 from probcl.config import Config, ConfigError, from_dict, save_config
 from probcl.data.datasets import TensorImages, load_dataset, random_subset
 from probcl.eval.features import extract
 from probcl.eval.knn import topk_accuracy, weighted_knn_scores
-from probcl.core.io import atomic_write, atomic_write_text
+from probcl.core.io import atomic_write
 from probcl.methods import METHODS, DataInfo, SSLMethod
+from probcl.core.metrics_log import JsonlLogger
+from probcl.core.resume import ExactResume, ResumableLoader
 from probcl.core.runs import RunPaths
 
 STAT_SAMPLES = 10000  # images used to estimate the per-channel mean/std
@@ -48,46 +46,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         atomic_write(path, lambda fh: torch.save(checkpoint, fh))
 
 
-class JsonlLogger(Logger):
-    """Appends every logged metrics dict as one JSON line to ``metrics.jsonl`` (rank 0 only), and
-    rewrites ``metrics.csv`` (one column per metric) from the whole history when training ends,
-    so that a resumed run keeps every row in both files."""
+class MidEpochCheckpoint(ModelCheckpoint):
+    """Every-N-steps checkpoints, except at an epoch's last batch: the epoch-end checkpoint follows
+    the epoch-end work (online monitor), so a kill during that work replays it on resume."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = Path(path)
-        self.csv_path = self.path.with_suffix(".csv")
-
-    @property
-    def name(self) -> str:
-        return "jsonl"
-
-    @property
-    def version(self) -> str:
-        return "0"
-
-    @rank_zero_only
-    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    @rank_zero_only
-    def log_metrics(self, metrics: dict[str, float], step: Optional[int] = None) -> None:
-        row = {"step": step, **{k: float(v) for k, v in metrics.items()}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as fh:
-            fh.write(json.dumps(row) + "\n")
-
-    @rank_zero_only
-    def finalize(self, status: str) -> None:
-        if not self.path.exists():
-            return
-        rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
-        columns = list(dict.fromkeys(key for row in rows for key in row))
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-        atomic_write_text(self.csv_path, buffer.getvalue())
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if batch_idx + 1 < trainer.num_training_batches:
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
 
 class OnlineMonitor(Callback):
@@ -185,23 +151,26 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
         save_config(cfg, paths.config)
     model = method_cls(cfg.to_dict(), asdict(info))
 
-    loader = DataLoader(train, batch_size=t.batch_size, shuffle=True, drop_last=True, num_workers=d.num_workers,
-                        persistent_workers=d.num_workers > 0, pin_memory=torch.cuda.is_available())
+    metrics_log = JsonlLogger(paths.metrics)
+    loader = ResumableLoader(train, t.batch_size, t.seed, num_workers=d.num_workers,
+                             persistent_workers=d.num_workers > 0, pin_memory=torch.cuda.is_available())
     callbacks = [
         *callbacks,
+        ExactResume(loader, t.seed, metrics_log),
         # ``last.ckpt``: the latest state, every epoch (and every N steps when asked), replaced atomically.
         ModelCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1, enable_version_counter=False),
         LearningRateMonitor(logging_interval="epoch"),
     ]
     if t.checkpoint_every_n_steps:
-        callbacks.append(ModelCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1,
-                                         enable_version_counter=False, every_n_train_steps=t.checkpoint_every_n_steps))
+        callbacks.append(MidEpochCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1,
+                                            enable_version_counter=False,
+                                            every_n_train_steps=t.checkpoint_every_n_steps))
     monitor_sets = _monitor_sets(cfg, train, t.seed)
     if monitor_sets is not None and t.monitor_every_n_epochs > 0:
         callbacks.append(OnlineMonitor(*monitor_sets, every_n_epochs=t.monitor_every_n_epochs))
         callbacks.append(ModelCheckpoint(dirpath=paths.checkpoints, filename="best", monitor="monitor/knn_top1",
                                          mode="max", save_top_k=1, enable_version_counter=False))
-    loggers: list[Logger] = [JsonlLogger(paths.metrics)]
+    loggers: list[Logger] = [metrics_log]
     if "tensorboard" in t.loggers:
         from lightning.pytorch.loggers import TensorBoardLogger
 
@@ -218,7 +187,7 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
         logger=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO()],
         limit_train_batches=(int(limit) if limit is not None and limit > 1 else limit),
         log_every_n_steps=max(1, min(10, len(loader))), enable_progress_bar=t.progress_bar, enable_model_summary=False,
-        num_sanity_val_steps=0,
+        num_sanity_val_steps=0, use_distributed_sampler=False,  # ResumableLoader shards by rank itself
     )
     if t.sync_batchnorm and trainer.world_size > 1 and isinstance(trainer.accelerator, CPUAccelerator):
         raise ConfigError("train.sync_batchnorm needs GPUs (torch's SyncBatchNorm has no CPU kernel); drop "
