@@ -153,3 +153,27 @@ def test_sigkill_mid_epoch_then_resume(tiny_config, references, tmp_path):
     assert torch.load(RunPaths(cfg.run_dir).last, weights_only=False)["global_step"] == 6
     pretrain(cfg)
     assert_same_run(references["simclr"], Path(cfg.run_dir))
+
+
+class SignalAt(Callback):
+    """Sends ``signum`` to this process during the batch of global step ``step`` (as SLURM or Ctrl-C would)."""
+
+    def __init__(self, signum: int, step: int) -> None:
+        self.signum, self.step = signum, step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), self.signum)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_and_sigint_checkpoint_the_current_step(tiny_config, references, signum):
+    from probcl.errors import RunError
+
+    cfg = tiny_config("simclr", run_name=f"signal-{signum}", **RUN)
+    with pytest.raises(RunError, match=f"stopped by {signal.Signals(signum).name} after step 6.*Run the same"):
+        pretrain(cfg, callbacks=[SignalAt(signum, 5)])  # the batch of step 5 finishes, then the stop
+    assert torch.load(RunPaths(cfg.run_dir).last, weights_only=False)["global_step"] == 6  # not the step-4 one
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    pretrain(cfg)
+    assert_same_run(references["simclr"], Path(cfg.run_dir))

@@ -14,17 +14,22 @@ function of the checkpoint, not of the process history:
 from __future__ import annotations
 
 import random
+import signal
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from probcl.core.distributed import rank, world_size
 from probcl.core.metrics_log import JsonlLogger
+from probcl.errors import RunError
 
 _SEED_STRIDE = 1_000_003  # a prime: (seed, step, rank) -> distinct seeds for any realistic run
 
@@ -126,3 +131,46 @@ class ExactResume(Callback):
 
     def load_state_dict(self, state_dict: dict[str, int]) -> None:
         self.loader.load_state_dict(state_dict)
+
+
+class GracefulStop(Callback):
+    """SIGTERM (SLURM preemption, spot instances) or Ctrl-C: finish the current batch, write
+    ``last.ckpt`` at that step, and stop with :class:`~probcl.errors.RunError` saying how to resume.
+
+    Lightning turns SIGTERM into ``SIGTERMException`` after the batch's metrics are logged; SIGINT is
+    routed the same way while training runs (a second Ctrl-C interrupts at once).
+    """
+
+    def __init__(self, checkpoint: Path) -> None:
+        self.checkpoint = checkpoint
+        self.received: str | None = None
+        self._previous_sigint: Any = None
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        def on_sigint(signum: int, frame: Any) -> None:
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C stops at once
+            self.received = "SIGINT"
+            trainer._signal_connector.received_sigterm = True  # Lightning's stop-after-this-batch flag
+
+        if threading.current_thread() is threading.main_thread():
+            self._previous_sigint = signal.signal(signal.SIGINT, on_sigint)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._restore_sigint()
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._restore_sigint()
+        if isinstance(exception, SIGTERMException):
+            trainer.save_checkpoint(self.checkpoint)
+            self.received = self.received or "SIGTERM"
+
+    def _restore_sigint(self) -> None:
+        if self._previous_sigint is not None:
+            signal.signal(signal.SIGINT, self._previous_sigint)
+            self._previous_sigint = None
+
+    def stopped(self, step: int) -> RunError:
+        """The error to raise after the stop: where the state is and how to go on."""
+        return RunError(f"stopped by {self.received} after step {step}; the run's state is saved in "
+                        f"{self.checkpoint}. Run the same `probcl pretrain` command again to resume from it "
+                        f"(SLURM: `#SBATCH --signal=SIGTERM@90` and requeue the job).")

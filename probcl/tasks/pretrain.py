@@ -15,6 +15,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from probcl.config import Config, ConfigError, from_dict, save_config
 from probcl.data.datasets import TensorImages, load_dataset, random_subset
@@ -23,7 +24,7 @@ from probcl.eval.knn import topk_accuracy, weighted_knn_scores
 from probcl.core.io import atomic_write
 from probcl.methods import METHODS, DataInfo, SSLMethod
 from probcl.core.metrics_log import JsonlLogger
-from probcl.core.resume import ExactResume, ResumableLoader
+from probcl.core.resume import ExactResume, GracefulStop, ResumableLoader
 from probcl.core.runs import RunPaths
 
 STAT_SAMPLES = 10000  # images used to estimate the per-channel mean/std
@@ -152,11 +153,13 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
     model = method_cls(cfg.to_dict(), asdict(info))
 
     metrics_log = JsonlLogger(paths.metrics)
+    stop = GracefulStop(paths.last)
     loader = ResumableLoader(train, t.batch_size, t.seed, num_workers=d.num_workers,
                              persistent_workers=d.num_workers > 0, pin_memory=torch.cuda.is_available())
     callbacks = [
         *callbacks,
         ExactResume(loader, t.seed, metrics_log),
+        stop,
         # ``last.ckpt``: the latest state, every epoch (and every N steps when asked), replaced atomically.
         ModelCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1, enable_version_counter=False),
         LearningRateMonitor(logging_interval="epoch"),
@@ -195,5 +198,8 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*does not have many workers.*")
         warnings.filterwarnings("ignore", ".*LeafSpec.*")
-        trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
+        try:
+            trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
+        except SIGTERMException:
+            raise stop.stopped(trainer.global_step) from None
     return paths.root
