@@ -78,6 +78,9 @@ class OptimConfig:
     probe_lr: float = 1e-3  # online linear probe (Adam on detached features)
 
 
+LOGGERS = ("tensorboard", "wandb", "mlflow")  # valid train.loggers names
+
+
 @dataclass
 class TrainConfig:
     """Loop, hardware and checkpointing."""
@@ -96,7 +99,7 @@ class TrainConfig:
     monitor_every_n_epochs: int = 1  # online kNN / linear monitor on labeled data
     monitor_train_samples: int = 10000
     monitor_test_samples: int = 10000
-    loggers: list[str] = field(default_factory=list)  # besides metrics.jsonl/.csv (always): tensorboard, wandb
+    loggers: list[str] = field(default_factory=list)  # besides metrics.jsonl/.csv (always): any of LOGGERS
     progress_bar: bool = True
     deterministic: bool = True
 
@@ -125,6 +128,10 @@ class Config:
         check_positive("optim.weight_decay", self.optim.weight_decay)
         check_positive("model.width", self.model.width, minimum=1)
         check_positive("model.proj_out", self.model.proj_out, minimum=1)
+        unknown = [name for name in self.train.loggers if name not in LOGGERS]
+        if unknown:
+            raise ConfigError(f"unknown train.loggers {', '.join(map(repr, unknown))}; valid: {', '.join(LOGGERS)} "
+                              f"(metrics.jsonl/.csv are always written)")
         if self.augment.crop_scale is not None:
             lo, hi = self.augment.crop_scale
             if not 0 < lo <= hi <= 1:

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import warnings
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -15,9 +18,9 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
-from lightning.pytorch.utilities.exceptions import SIGTERMException
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from probcl.config import Config, ConfigError, from_dict, save_config
+from probcl.config import Config, ConfigError, TrainConfig, from_dict, save_config
 from probcl.data.datasets import TensorImages, load_dataset, random_subset
 from probcl.eval.features import extract
 from probcl.eval.knn import topk_accuracy, weighted_knn_scores
@@ -25,7 +28,7 @@ from probcl.core.io import atomic_write
 from probcl.methods import METHODS, DataInfo, SSLMethod
 from probcl.core.metrics_log import JsonlLogger
 from probcl.core.resume import ExactResume, GracefulStop, ResumableLoader
-from probcl.core.runs import RunPaths
+from probcl.core.runs import RunLock, RunPaths, move_aside
 
 STAT_SAMPLES = 10000  # images used to estimate the per-channel mean/std
 
@@ -123,6 +126,55 @@ def _check_resume_config(paths: RunPaths, cfg: Config) -> None:
         )
 
 
+def _extra_logger(name: str, paths: RunPaths) -> Logger:
+    """A Lightning logger named in ``train.loggers`` (names checked by Config.validate)."""
+    try:
+        if name == "tensorboard":
+            from lightning.pytorch.loggers import TensorBoardLogger
+
+            return TensorBoardLogger(paths.root, name="tensorboard", version="")
+        if name == "wandb":
+            from lightning.pytorch.loggers import WandbLogger
+
+            return WandbLogger(save_dir=str(paths.root), name=paths.root.name)
+        from lightning.pytorch.loggers import MLFlowLogger
+
+        return MLFlowLogger(experiment_name=paths.root.name, tracking_uri=(paths.root / "mlruns").resolve().as_uri())
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"train.loggers: {name} needs the {e.name} package; `pip install {e.name}` "
+                          f"or drop {name} from train.loggers") from None
+
+
+def _trainer(**kwargs: Any) -> pl.Trainer:
+    """``pl.Trainer(**kwargs)``, with Lightning's refusals of the hardware settings as ConfigError."""
+    try:
+        return pl.Trainer(**kwargs)
+    except (MisconfigurationException, ValueError, RuntimeError) as e:
+        raise ConfigError(f"train settings rejected by Lightning: {e}. Check --accelerator, --devices, "
+                          f"--strategy and --precision") from None
+
+
+def check_devices(t: TrainConfig) -> None:
+    """Refuse ``train.devices`` beyond what this machine has (GPUs when used, else CPU cores)."""
+    gpu = t.accelerator in ("gpu", "cuda") or (t.accelerator == "auto" and torch.cuda.is_available())
+    have = torch.cuda.device_count() if gpu else (os.cpu_count() or 1)
+    kind = "GPUs" if gpu else "CPU cores"
+    devices = t.devices
+    if isinstance(devices, str) and devices.strip().lstrip("-").isdigit():
+        devices = int(devices)
+    if isinstance(devices, int) and not isinstance(devices, bool):
+        wanted = have if devices == -1 else devices
+        if not 1 <= wanted <= have:
+            raise ConfigError(f"train.devices={t.devices} but this machine has {have} {kind}; use 1..{have}, "
+                              f"-1 (all) or auto")
+    elif isinstance(devices, (list, tuple)):
+        bad = [d for d in devices if not isinstance(d, int) or not 0 <= d < have]
+        if bad or not devices:
+            raise ConfigError(f"train.devices={t.devices}: ids must be in 0..{have - 1} ({have} {kind} here)")
+    elif devices != "auto":
+        raise ConfigError(f"train.devices={t.devices!r}: use a count, a list of ids, -1 or auto")
+
+
 def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Callback] = ()) -> Path:
     """Train ``cfg.method``; resumes from ``last.ckpt`` when it exists (unless ``resume=False``).
 
@@ -130,6 +182,16 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
     """
     cfg = METHODS.get(cfg.method).prepare_config(cfg)
     paths = RunPaths(Path(cfg.run_dir))
+    check_devices(cfg.train)
+    with RunLock(paths.root, "pretrain") if rank_zero_only.rank == 0 else nullcontext():
+        if resume is False and rank_zero_only.rank == 0:
+            moved = move_aside(paths)
+            if moved is not None:
+                print(f"probcl: --no-resume: the previous run's files were moved to {moved}", file=sys.stderr)
+        return _pretrain(cfg, paths, resume, callbacks)
+
+
+def _pretrain(cfg: Config, paths: RunPaths, resume: Optional[bool], callbacks: Sequence[Callback]) -> Path:
     ckpt_path = paths.last if paths.last.exists() and resume is not False else None
     if resume and ckpt_path is None:
         raise ConfigError(f"--resume given but {paths.last} does not exist")
@@ -173,17 +235,9 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
         callbacks.append(OnlineMonitor(*monitor_sets, every_n_epochs=t.monitor_every_n_epochs))
         callbacks.append(ModelCheckpoint(dirpath=paths.checkpoints, filename="best", monitor="monitor/knn_top1",
                                          mode="max", save_top_k=1, enable_version_counter=False))
-    loggers: list[Logger] = [metrics_log]
-    if "tensorboard" in t.loggers:
-        from lightning.pytorch.loggers import TensorBoardLogger
-
-        loggers.append(TensorBoardLogger(paths.root, name="tensorboard", version=""))
-    if "wandb" in t.loggers:
-        from lightning.pytorch.loggers import WandbLogger
-
-        loggers.append(WandbLogger(save_dir=str(paths.root), name=paths.root.name))
+    loggers: list[Logger] = [metrics_log, *(_extra_logger(name, paths) for name in t.loggers)]
     limit = t.limit_train_batches
-    trainer = pl.Trainer(
+    trainer = _trainer(
         max_epochs=t.epochs, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
         num_nodes=t.num_nodes, precision=t.precision, sync_batchnorm=t.sync_batchnorm,
         deterministic="warn" if t.deterministic else False, default_root_dir=str(paths.root),
