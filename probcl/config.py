@@ -111,7 +111,7 @@ class Config:
     method: str = "simclr"
     method_args: dict = field(default_factory=dict)
     run_dir: str = "runs/simclr"
-    init: Optional[str] = None  # pretrained run or weights file to start from (post-hoc methods)
+    init: Optional[str] = None  # run dir, .ckpt or weights file the backbone starts from (any method)
     data: DataConfig = field(default_factory=DataConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     model: ModelConfig = field(default_factory=ModelConfig)

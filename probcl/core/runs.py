@@ -97,7 +97,8 @@ def load(run: str | Path, checkpoint: str = "last", device: str | None = "auto")
     if "config" not in hparams:
         raise RunError(f"{ckpt_path} is not a probcl checkpoint (no config in its hyper-parameters)")
     cls = METHODS.get(hparams["config"]["method"])
-    model = cls(**hparams)
+    # init named where training started; the checkpoint already holds those weights (trained further)
+    model = cls(**{**hparams, "config": {**hparams["config"], "init": None}})
     model.load_state_dict(meta["state_dict"])
     model.checkpoint_meta = {"path": str(ckpt_path), "epoch": meta.get("epoch"), "global_step": meta.get("global_step")}
     return model.to(resolve_device(device)).eval()

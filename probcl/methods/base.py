@@ -23,6 +23,7 @@ from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
 from probcl.core.distributed import world_size
 from probcl.models.backbones import build_backbone
 from probcl.models.heads import projection_head
+from probcl.models.pretrained import describe_pretrained, load_pretrained_
 from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.core.registry import Registry
 
@@ -72,6 +73,8 @@ class SSLMethod(pl.LightningModule):
         self.views = ViewGenerator(resolve_view_params(self.cfg.augment), self.data_info.image_size,
                                    self.data_info.channels, self.normalizer)
         self.backbone = build_backbone(self.cfg.model, self.data_info.channels)
+        if self.cfg.init:  # before build(): momentum copies of the backbone start from the same weights
+            load_pretrained_(self.backbone, describe_pretrained(self.cfg.init, self.cfg.method))
         self.feature_dim: int = self.backbone.out_dim
         classes = self.data_info.num_classes
         self.online_probe = nn.Linear(self.feature_dim, classes) if classes else None
