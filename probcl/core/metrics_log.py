@@ -2,15 +2,18 @@
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
 from pathlib import Path
 from typing import Any, Optional
 
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.loggers import Logger
 
-from probcl.core.io import atomic_write_text
+from probcl.core.io import atomic_write_text, write_error
+from probcl.errors import RunError
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -50,10 +53,22 @@ class JsonlLogger(Logger):
 
     @rank_zero_only
     def log_metrics(self, metrics: dict[str, float], step: Optional[int] = None) -> None:
-        row = {"step": step, **{k: float(v) for k, v in metrics.items()}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as fh:
-            fh.write(json.dumps(row) + "\n")
+        line = (json.dumps({"step": step, **{k: float(v) for k, v in metrics.items()}}) + "\n").encode()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+            try:
+                size = os.fstat(fd).st_size
+                try:
+                    if os.write(fd, line) != len(line):
+                        raise OSError(errno.ENOSPC, "short write (disk full?)")
+                except OSError:
+                    os.ftruncate(fd, size)  # no torn row: the file stays as it was
+                    raise
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise write_error(self.path, e) from None
 
     @rank_zero_only
     def forget_from(self, step: int) -> None:
@@ -75,4 +90,8 @@ class JsonlLogger(Logger):
         writer = csv.DictWriter(buffer, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-        atomic_write_text(self.csv_path, buffer.getvalue())
+        try:
+            atomic_write_text(self.csv_path, buffer.getvalue())
+        except RunError:
+            if status == "success":
+                raise  # after a failure, that failure is the error to report (the csv is rewritten next time)
