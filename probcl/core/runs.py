@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from probcl.errors import RunError
+from probcl.errors import ConfigError, RunError
 
 
 @dataclass(frozen=True)
@@ -98,8 +98,21 @@ def load(run: str | Path, checkpoint: str = "last", device: str | None = "auto")
         raise RunError(f"{ckpt_path} is not a probcl checkpoint (no config in its hyper-parameters)")
     cls = METHODS.get(hparams["config"]["method"])
     # init named where training started; the checkpoint already holds those weights (trained further)
-    model = cls(**{**hparams, "config": {**hparams["config"], "init": None}})
-    model.load_state_dict(meta["state_dict"])
+    try:
+        model = cls(**{**hparams, "config": {**hparams["config"], "init": None}})
+    except ConfigError as e:
+        raise RunError(f"{ckpt_path} was written by an incompatible probcl version or config ({e}); "
+                       f"retrain it with this version, or load it with the version that wrote it") from None
+    own, saved = set(model.state_dict()), set(meta["state_dict"])
+    try:
+        if own != saved:
+            raise RuntimeError(f"{len(own - saved)} missing keys (e.g. {', '.join(sorted(own - saved)[:3])}), "
+                               f"{len(saved - own)} unexpected")
+        model.load_state_dict(meta["state_dict"])
+    except RuntimeError as e:
+        raise RunError(f"{ckpt_path}: its weights do not match method {hparams['config']['method']!r} "
+                       f"({str(e).splitlines()[0]}); the checkpoint is damaged or from an incompatible probcl "
+                       f"version") from None
     model.checkpoint_meta = {"path": str(ckpt_path), "epoch": meta.get("epoch"), "global_step": meta.get("global_step")}
     return model.to(resolve_device(device)).eval()
 
