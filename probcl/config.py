@@ -123,6 +123,9 @@ class OptimConfig:
     probe_lr: Annotated[float, Positive] = 1e-3  # online linear probe (Adam on detached features)
 
 
+LOGGERS = ("tensorboard", "wandb", "mlflow")  # valid train.loggers names
+
+
 @dataclass
 class TrainConfig:
     """Loop, hardware and checkpointing."""
@@ -141,7 +144,7 @@ class TrainConfig:
     monitor_every_n_epochs: Annotated[int, NonNegative] = 1  # online kNN / linear monitor on labeled data
     monitor_train_samples: Annotated[int, AtLeast(1)] = 10000
     monitor_test_samples: Annotated[int, AtLeast(1)] = 10000
-    loggers: list[str] = field(default_factory=list)  # besides metrics.jsonl/.csv (always): tensorboard, wandb
+    loggers: list[str] = field(default_factory=list)  # besides metrics.jsonl/.csv (always): any of LOGGERS
     progress_bar: bool = True
     deterministic: bool = True
 
@@ -153,7 +156,7 @@ class Config:
     method: str = "simclr"
     method_args: dict = field(default_factory=dict)
     run_dir: str = "runs/simclr"
-    init: Optional[str] = None  # pretrained run or weights file to start from (post-hoc methods)
+    init: Optional[str] = None  # run dir, .ckpt or weights file the backbone starts from (any method)
     data: DataConfig = field(default_factory=DataConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -165,6 +168,10 @@ class Config:
 
     def validate(self) -> "Config":
         """Checks across fields (bounds of single fields are checked by :func:`from_dict`)."""
+        unknown = [name for name in self.train.loggers if name not in LOGGERS]
+        if unknown:
+            raise ConfigError(f"unknown train.loggers {', '.join(map(repr, unknown))}; valid: {', '.join(LOGGERS)} "
+                              f"(metrics.jsonl/.csv are always written)")
         if self.augment.crop_scale is not None:
             lo, hi = self.augment.crop_scale
             if not 0 < lo <= hi <= 1:

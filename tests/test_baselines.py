@@ -108,7 +108,7 @@ def test_moco_momentum_update_is_eq2(tiny_config):
             p.add_(1.0)
     online = {n: p.clone() for n, p in model.backbone.named_parameters()}
     key = {n: p.clone() for n, p in model.key_encoder.backbone.named_parameters()}
-    model.after_optimizer_step()
+    model.after_optimizer_step(1)
     for name, p in model.key_encoder.backbone.named_parameters():
         torch.testing.assert_close(p, 0.9 * key[name] + 0.1 * online[name])
     for (_, b), (_, ob) in zip(model.key_encoder.backbone.named_buffers(), model.backbone.named_buffers()):
@@ -134,23 +134,26 @@ def test_byol_loss_matches_reference(tiny_config):
 
 
 class EmaRecorder(Callback):
-    """Online/target parameters right after each optimiser step (before the EMA) and after the EMA."""
+    """Target before each optimiser step, online right after it, and target after the EMA.
+
+    The EMA runs inside the module's ``optimizer_step`` (before ``on_train_batch_end``, so a
+    checkpoint written there holds the updated target); the optimiser never touches the target,
+    so the target seen before the step is the one the EMA starts from.
+    """
 
     def __init__(self) -> None:
         self.before, self.after = [], []
+        self._target_before = None
 
     def _target(self, module):
         return [p.detach().clone() for p in module.target_backbone.parameters()]
 
-    def on_train_batch_end(self, trainer, module, *args) -> None:  # runs before the module's hook
+    def on_before_optimizer_step(self, trainer, module, optimizer) -> None:
+        self._target_before = self._target(module)
+
+    def on_train_batch_end(self, trainer, module, *args) -> None:
         online = [p.detach().clone() for p in module.backbone.parameters()]
-        self.before.append((trainer.global_step, online, self._target(module)))
-
-    def on_train_batch_start(self, trainer, module, *args) -> None:
-        if self.before:
-            self.after.append(self._target(module))
-
-    def on_train_epoch_end(self, trainer, module) -> None:
+        self.before.append((trainer.global_step, online, self._target_before))
         self.after.append(self._target(module))
 
 

@@ -67,7 +67,7 @@ def train_step(model, view1, view2, wrap) -> dict:
     params = [p for _, p in model.trainable_named_parameters()]
     grads = {n: p.grad.clone() for n, p in model.trainable_named_parameters()}
     torch.optim.SGD(params, lr=0.5).step()
-    model.after_optimizer_step()
+    model.after_optimizer_step(1)
     state = {n: t.detach().clone() for n, t in model.state_dict().items()}
     return {"loss": reported, "grads": grads, "state": state}
 

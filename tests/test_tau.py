@@ -130,7 +130,7 @@ def test_noise_inputs_get_higher_uncertainty_after_short_training(tmp_path):
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "toy.npz", x=np.concatenate([signal, rng.integers(0, 256, signal.shape, dtype=np.uint8)]))
     cfg = load_config(None, tiny_overrides(tmp_path / "toy", method="tau-simclr", **{
-        "data.dataset": f"npz:{tmp_path / 'toy.npz'}", "train.epochs": 2, "train.batch_size": 64,
+        "data.dataset": f"npz:{tmp_path / 'toy.npz'}", "train.epochs": 3, "train.batch_size": 64,
         "train.limit_train_batches": None, "train.monitor_every_n_epochs": 0, "optim.lr": 2e-3,
         "model.proj_hidden": 16, "model.proj_out": 8}))
     test_signal = load_dataset("digits", "test").images

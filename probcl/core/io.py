@@ -7,6 +7,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, IO
 
+from probcl.errors import RunError
+
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
@@ -14,19 +16,29 @@ os.umask(_UMASK)
 def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
     """Call ``write(fh)`` on a temporary file and rename it to ``path`` only if it succeeded."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp creates 0600; give the usual permissions
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
+    except BaseException as e:
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise write_error(path, e) from None
         raise
+
+
+def write_error(path: Path, error: OSError) -> RunError:
+    """The one-line error for a failed write (disk full, read-only folder, ...)."""
+    return RunError(f"cannot write {path}: {error.strerror or error}. Nothing was lost: the previous {path.name} "
+                    f"(if any) is intact; free disk space or fix permissions and run the command again "
+                    f"(pretraining resumes from its last checkpoint)")
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
 import torch
 
-from probcl.errors import RunError
+from probcl.errors import ConfigError, RunError
 
 
 @dataclass(frozen=True)
@@ -92,18 +97,31 @@ def load(run: str | Path, checkpoint: str = "last", device: str | None = "auto")
     if "config" not in hparams:
         raise RunError(f"{ckpt_path} is not a probcl checkpoint (no config in its hyper-parameters)")
     cls = METHODS.get(hparams["config"]["method"])
-    model = cls(**hparams)
-    model.load_state_dict(meta["state_dict"])
+    # init named where training started; the checkpoint already holds those weights (trained further)
+    try:
+        model = cls(**{**hparams, "config": {**hparams["config"], "init": None}})
+    except ConfigError as e:
+        raise RunError(f"{ckpt_path} was written by an incompatible probcl version or config ({e}); "
+                       f"retrain it with this version, or load it with the version that wrote it") from None
+    own, saved = set(model.state_dict()), set(meta["state_dict"])
+    try:
+        if own != saved:
+            raise RuntimeError(f"{len(own - saved)} missing keys (e.g. {', '.join(sorted(own - saved)[:3])}), "
+                               f"{len(saved - own)} unexpected")
+        model.load_state_dict(meta["state_dict"])
+    except RuntimeError as e:
+        raise RunError(f"{ckpt_path}: its weights do not match method {hparams['config']['method']!r} "
+                       f"({str(e).splitlines()[0]}); the checkpoint is damaged or from an incompatible probcl "
+                       f"version") from None
     model.checkpoint_meta = {"path": str(ckpt_path), "epoch": meta.get("epoch"), "global_step": meta.get("global_step")}
     return model.to(resolve_device(device)).eval()
 
 
 def read_metrics(run: str | Path) -> list[dict]:
     """All rows of a run's metrics.jsonl (empty list when absent)."""
-    path = RunPaths(Path(run)).metrics
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    from probcl.core.metrics_log import read_rows
+
+    return read_rows(RunPaths(Path(run)).metrics)
 
 
 def epoch_curve(run: str | Path, key: str = "monitor/knn_top1") -> list[tuple[int, float]]:
@@ -114,3 +132,96 @@ def epoch_curve(run: str | Path, key: str = "monitor/knn_top1") -> list[tuple[in
             curve[int(row["epoch"])] = float(row[key])
     return sorted(curve.items())
 
+
+
+def move_aside(paths: RunPaths) -> Path | None:
+    """Move a previous run's outputs into ``RUN/previous-<timestamp>/``; returns that folder (None if nothing)."""
+    outputs = [p for p in (paths.config, paths.checkpoints, paths.metrics, paths.metrics.with_suffix(".csv"),
+                           paths.eval, paths.report, paths.report.with_suffix(".html"), paths.plots,
+                           paths.root / "tensorboard", paths.root / "mlruns") if p.exists()]
+    if not outputs:
+        return None
+    target = paths.root / f"previous-{time.strftime('%Y%m%d-%H%M%S')}"
+    suffix = 1
+    while target.exists():
+        suffix += 1
+        target = target.with_name(f"{target.name.split('.')[0]}.{suffix}")
+    target.mkdir()
+    for path in outputs:
+        os.replace(path, target / path.name)
+    return target
+
+
+class RunLock:
+    """One writer per run directory: ``RUN/.lock`` holds the owner's pid and host while a command writes.
+
+    A second writer fails at once with :class:`RunError`; a lock left by a dead process on this
+    host is taken over (and said so on stderr). Use as a context manager.
+    """
+
+    def __init__(self, root: str | Path, command: str) -> None:
+        self.root, self.command = Path(root), command
+        self.path = self.root / ".lock"
+        self.held = False
+        self.created_root = False
+
+    def __enter__(self) -> "RunLock":
+        check_run_dir(self.root)
+        self.created_root = not self.root.exists()
+        self.root.mkdir(parents=True, exist_ok=True)
+        owner = {"pid": os.getpid(), "host": socket.gethostname(), "command": self.command}
+        while True:
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                self._take_over_if_stale()
+                continue
+            except OSError as e:
+                raise RunError(f"cannot write in run directory {self.root} ({e.strerror}); "
+                               f"make it writable or choose another --run-dir") from None
+            with os.fdopen(fd, "w") as fh:
+                json.dump(owner, fh)
+            self.held = True
+            return self
+
+    def _take_over_if_stale(self) -> None:
+        try:
+            owner = json.loads(self.path.read_text())
+            pid, host = int(owner["pid"]), str(owner["host"])
+        except (OSError, ValueError, KeyError, TypeError):
+            owner, pid, host = {}, -1, socket.gethostname()  # torn by a kill while it was written: stale
+        if host != socket.gethostname() or _alive(pid):
+            raise RunError(
+                f"{self.root} is in use by `probcl {owner.get('command', '?')}` (pid {pid} on {host}); wait for "
+                f"it to finish or choose another --run-dir. If that process is gone, delete {self.path}."
+            )
+        print(f"probcl: taking over {self.path}: its owner (pid {pid}) is no longer running", file=sys.stderr)
+        self.path.unlink(missing_ok=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.held:
+            self.path.unlink(missing_ok=True)
+            self.held = False
+        if self.created_root:  # a command that failed before writing anything leaves no empty run dir
+            try:
+                self.root.rmdir()
+            except OSError:
+                pass  # not empty: the run wrote files
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def check_run_dir(root: Path) -> None:
+    """Raise RunError when ``root`` exists but is not a directory."""
+    if root.exists() and not root.is_dir():
+        raise RunError(f"--run-dir {root} is an existing file, not a directory; choose another path")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal, Optional, Sequence
 
@@ -140,10 +139,16 @@ def decode_image(path: Path, image_size: int, channels: int) -> torch.Tensor:
 
     try:
         with Image.open(path) as img:
+            if img.mode.startswith("I"):  # 16/32-bit integer pixels: scale to 8 bits, never clip
+                wide = np.asarray(img, dtype=np.float64)
+                img = Image.fromarray(np.round(wide * (255.0 / (65535.0 if wide.max() <= 65535 else wide.max())))
+                                      .astype(np.uint8))
             img = img.convert("L" if channels == 1 else "RGB")
             if img.size != (image_size, image_size):
                 img = img.resize((image_size, image_size), Image.BILINEAR)
             arr = np.asarray(img, dtype=np.uint8)
+    except Image.DecompressionBombError as e:
+        raise CorruptImageError(f"image {path} is too large to decode safely ({e}); downscale it first") from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as e:
         raise CorruptImageError(
             f"cannot read image {path}: {e}. Remove or replace this file "
@@ -428,6 +433,10 @@ def load_npz(path: Path, split: Split) -> TensorImages:
         raise DatasetError(f"{path}: images are {x.shape[-2]}x{x.shape[-1]}; only square images are supported, crop or pad them")
     if y is not None and (y.ndim != 1 or len(y) != len(x)):
         raise DatasetError(f"{path}: '{ykey}' has shape {y.shape} but '{xkey}' holds {len(x)} images; expected ({len(x)},)")
+    if y is not None and not np.issubdtype(y.dtype, np.integer):
+        raise DatasetError(f"{path}: '{ykey}' has dtype {y.dtype}; labels must be integer class ids (int64)")
+    if y is not None and len(y) and y.min() < -1:
+        raise DatasetError(f"{path}: '{ykey}' holds {int(y.min())}; labels must be >= 0 (or -1 for unlabeled)")
     images = torch.from_numpy(np.ascontiguousarray(x))
     labels = None if y is None else torch.from_numpy(y.astype(np.int64))
     data = TensorImages(images, labels, f"npz:{path}")
@@ -452,6 +461,9 @@ def load_folder(path: Path, split: Split, image_size: int | None, channels: int 
         idx = _holdout_split(len(files), split).tolist()
         files = [files[i] for i in idx]
         labels = None if labels is None else [labels[i] for i in idx]
+    if not files:
+        raise DatasetError(f"folder {path} holds too few images for a {split} split (the held-out test share is "
+                           f"{HOLDOUT_FRACTION:.0%}); add images, or make train/ and test/ sub-folders")
     if channels is None:
         channels = _guess_channels(files[0])
     return FolderImages(files, labels, classes, f"folder:{path}", image_size or 64, channels, skip_corrupt)
@@ -463,5 +475,5 @@ def _guess_channels(path: Path) -> int:
     try:
         with Image.open(path) as img:
             return 1 if img.mode in ("L", "1", "I;16", "I") else 3
-    except OSError:
-        return 3
+    except (OSError, Image.DecompressionBombError):
+        return 3  # decoding the file later reports the problem

@@ -11,13 +11,11 @@ features), ``project`` (projection-head output) and, where they have one, ``unce
 """
 from __future__ import annotations
 
-import random
 import typing
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, Generic, Optional, TypeVar
 
 import lightning.pytorch as pl
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -29,6 +27,7 @@ from probcl.core.distributed import world_size
 from probcl.models.backbones import build_backbone
 from probcl.models.ema import ema_update_
 from probcl.models.heads import projection_head
+from probcl.models.pretrained import describe_pretrained, load_pretrained_
 from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.core.registry import Registry
 
@@ -95,6 +94,8 @@ class SSLMethod(pl.LightningModule, Generic[P]):
         self.views = ViewGenerator(resolve_view_params(self.cfg.augment), self.data_info.image_size,
                                    self.data_info.channels, self.normalizer)
         self.backbone = build_backbone(self.cfg.model, self.data_info.channels)
+        if self.cfg.init:  # before build(): momentum copies of the backbone start from the same weights
+            load_pretrained_(self.backbone, describe_pretrained(self.cfg.init, self.cfg.method))
         self.feature_dim: int = self.backbone.out_dim
         classes = self.data_info.num_classes
         self.online_probe = nn.Linear(self.feature_dim, classes) if classes else None
@@ -114,16 +115,16 @@ class SSLMethod(pl.LightningModule, Generic[P]):
         """The (online, target) modules whose target follows the online one by EMA (none by default)."""
         return []
 
-    def momentum(self) -> float:
-        """The EMA rate m of :meth:`momentum_pairs` at the current step."""
+    def momentum(self, steps_done: int) -> float:
+        """The EMA rate m of :meth:`momentum_pairs` after ``steps_done`` optimiser steps."""
         raise NotImplementedError(f"{type(self).__name__} declares momentum_pairs, so it must define momentum()")
 
-    def after_optimizer_step(self) -> None:
-        """After every optimiser step: theta_target <- m theta_target + (1 - m) theta_online for every
-        declared pair (MoCo Eq. 2, BYOL Sec. 3.1; buffers are copied)."""
+    def after_optimizer_step(self, steps_done: int) -> None:
+        """After optimiser step number ``steps_done`` (1-based): theta_target <- m theta_target +
+        (1 - m) theta_online for every declared pair (MoCo Eq. 2, BYOL Sec. 3.1; buffers are copied)."""
         pairs = self.momentum_pairs()
         if pairs:
-            m = self.momentum()
+            m = self.momentum(steps_done)
             for online, target in pairs:
                 ema_update_(target, online, m)
 
@@ -182,8 +183,11 @@ class SSLMethod(pl.LightningModule, Generic[P]):
         self.log("train/probe_acc", acc, batch_size=int(labeled.sum()))
         return loss
 
-    def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
-        self.after_optimizer_step()
+    def optimizer_step(self, *args: Any, **kwargs: Any) -> None:
+        super().optimizer_step(*args, **kwargs)
+        # Lightning counts the step only after this hook returns, hence + 1. Runs before
+        # on_train_batch_end, where a checkpoint may be written, so the checkpoint holds the EMA.
+        self.after_optimizer_step(self.global_step + 1)
 
     def trainable_named_parameters(self) -> list[tuple[str, nn.Parameter]]:
         """Parameters the optimiser updates (all but the probe, frozen and momentum copies)."""
@@ -198,29 +202,3 @@ class SSLMethod(pl.LightningModule, Generic[P]):
         per_epoch = max(1, total // max(1, self.trainer.max_epochs))
         scheduler = build_scheduler(optimizer, self.cfg.optim, total, per_epoch)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-    # ----------------------------------------------------------------- exact resume
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint["rng_states"] = {
-            "torch": torch.get_rng_state(),
-            "numpy": np.random.get_state(),
-            "python": random.getstate(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-        }
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        states = checkpoint.get("rng_states")
-        if states is None:
-            return
-        if world_size() > 1:  # ranks must not share one random stream: reseed them apart
-            seed = self.cfg.train.seed + 1000 * int(checkpoint.get("global_step", 0)) + self.global_rank
-            torch.manual_seed(seed)
-            np.random.seed(seed % 2**32)
-            random.seed(seed)
-            return
-        torch.set_rng_state(states["torch"])
-        np.random.set_state(states["numpy"])
-        random.setstate(states["python"])
-        if states["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(states["cuda"])
-

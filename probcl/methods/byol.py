@@ -67,9 +67,9 @@ class BYOL(SSLMethod[BYOLParams]):
     def momentum_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         return [(self.backbone, self.target_backbone), (self.projector, self.target_projector)]
 
-    def momentum(self) -> float:
-        """tau_k of the cosine ramp at the current optimiser step."""
-        return cosine_momentum(self.hp.tau_base, self.global_step, int(self.trainer.estimated_stepping_batches))
+    def momentum(self, steps_done: int) -> float:
+        """tau_k of the cosine ramp after ``steps_done`` optimiser steps."""
+        return cosine_momentum(self.hp.tau_base, steps_done, int(self.trainer.estimated_stepping_batches))
 
     def step(self, view1, view2, batch) -> StepOutput:
         h1, z1, p1 = self.online(view1)
@@ -79,6 +79,6 @@ class BYOL(SSLMethod[BYOLParams]):
         std = self.collapse_watch(z1, self.global_step)
         return StepOutput(loss, h1, {"embedding_std": std})
 
-    def after_optimizer_step(self) -> None:
-        super().after_optimizer_step()
-        self.log("train/tau", self.momentum())
+    def after_optimizer_step(self, steps_done: int) -> None:
+        super().after_optimizer_step(steps_done)
+        self.log("train/tau", self.momentum(steps_done))

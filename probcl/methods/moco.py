@@ -57,7 +57,7 @@ class MomentumContrast(SSLMethod[QP]):
     def momentum_pairs(self) -> list[tuple[nn.Module, nn.Module]]:
         return [(self.backbone, self.key_encoder.backbone), (self.projector, self.key_encoder.projector)]
 
-    def momentum(self) -> float:
+    def momentum(self, steps_done: int) -> float:
         return self.hp.momentum
 
     # ----------------------------------------------------------------- hooks for the query side

@@ -28,7 +28,7 @@ from probcl.methods.base import METHODS, SSLMethod, StepOutput
 from probcl.methods.components import QueueParams, moco_head
 from probcl.methods.moco import MomentumContrast, Queries
 from probcl.models.heads import projection_head, temperature_head
-from probcl.models.pretrained import BACKBONE_FIELDS, describe_pretrained, load_pretrained_
+from probcl.models.pretrained import BACKBONE_FIELDS, describe_pretrained
 
 # Uncertainty scores (higher = more uncertain), both from the pre-sigmoid u (appendix A):
 # "neg_u": -u, i.e. a higher temperature; "neg_u_squared": -u^2, the authors' code's u^2
@@ -213,11 +213,6 @@ class TauPosthoc(TauSimCLR):
         if self.hp.projection:
             return super().split(h)
         return h, self.temperature_head(h).squeeze(1)
-
-    def setup(self, stage: str) -> None:
-        """Copy the pretrained weights into the (frozen) backbone before training; a resume then restores them."""
-        if stage == "fit":
-            load_pretrained_(self.backbone, describe_pretrained(self.cfg.init, self.cfg.method))
 
     def train(self, mode: bool = True) -> "TauPosthoc":
         """Train mode everywhere but the frozen backbone, whose BatchNorm statistics stay fixed."""

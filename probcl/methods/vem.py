@@ -122,7 +122,7 @@ class VEM(SSLMethod[VP]):
             return []
         return [(self.backbone, self.key_encoder.backbone), (self.projector, self.key_encoder.projector)]
 
-    def momentum(self) -> float:
+    def momentum(self, steps_done: int) -> float:
         return self.hp.momentum
 
     def query(self, view: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,11 +1,11 @@
 """`probcl pretrain`: data -> method -> Lightning Trainer, with atomic checkpoints and automatic resume."""
 from __future__ import annotations
 
-import csv
-import io
-import json
 import logging
+import os
+import sys
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -17,15 +17,17 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.accelerators import CPUAccelerator
 from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelCheckpoint
 from lightning.pytorch.loggers import Logger
-from torch.utils.data import DataLoader
+from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from probcl.config import Config, ConfigError, from_dict, save_config
+from probcl.config import Config, ConfigError, TrainConfig, from_dict, save_config
 from probcl.data.datasets import TensorImages, load_dataset, random_subset
 from probcl.eval.features import extract
 from probcl.eval.knn import topk_accuracy, weighted_knn_scores
-from probcl.core.io import atomic_write, atomic_write_text
+from probcl.core.io import atomic_write
 from probcl.methods import METHODS, DataInfo, SSLMethod
-from probcl.core.runs import RunPaths
+from probcl.core.metrics_log import JsonlLogger
+from probcl.core.resume import ExactResume, GracefulStop, ResumableLoader
+from probcl.core.runs import RunLock, RunPaths, move_aside
 
 STAT_SAMPLES = 10000  # images used to estimate the per-channel mean/std
 
@@ -47,46 +49,14 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         atomic_write(path, lambda fh: torch.save(checkpoint, fh))
 
 
-class JsonlLogger(Logger):
-    """Appends every logged metrics dict as one JSON line to ``metrics.jsonl`` (rank 0 only), and
-    rewrites ``metrics.csv`` (one column per metric) from the whole history when training ends,
-    so that a resumed run keeps every row in both files."""
+class MidEpochCheckpoint(ModelCheckpoint):
+    """Every-N-steps checkpoints, except at an epoch's last batch: the epoch-end checkpoint follows
+    the epoch-end work (online monitor), so a kill during that work replays it on resume."""
 
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = Path(path)
-        self.csv_path = self.path.with_suffix(".csv")
-
-    @property
-    def name(self) -> str:
-        return "jsonl"
-
-    @property
-    def version(self) -> str:
-        return "0"
-
-    @rank_zero_only
-    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    @rank_zero_only
-    def log_metrics(self, metrics: dict[str, float], step: Optional[int] = None) -> None:
-        row = {"step": step, **{k: float(v) for k, v in metrics.items()}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as fh:
-            fh.write(json.dumps(row) + "\n")
-
-    @rank_zero_only
-    def finalize(self, status: str) -> None:
-        if not self.path.exists():
-            return
-        rows = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
-        columns = list(dict.fromkeys(key for row in rows for key in row))
-        buffer = io.StringIO()
-        writer = csv.DictWriter(buffer, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-        atomic_write_text(self.csv_path, buffer.getvalue())
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if batch_idx + 1 < trainer.num_training_batches:
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
 
 class OnlineMonitor(Callback):
@@ -155,6 +125,55 @@ def _check_resume_config(paths: RunPaths, cfg: Config) -> None:
         )
 
 
+def _extra_logger(name: str, paths: RunPaths) -> Logger:
+    """A Lightning logger named in ``train.loggers`` (names checked by Config.validate)."""
+    try:
+        if name == "tensorboard":
+            from lightning.pytorch.loggers import TensorBoardLogger
+
+            return TensorBoardLogger(paths.root, name="tensorboard", version="")
+        if name == "wandb":
+            from lightning.pytorch.loggers import WandbLogger
+
+            return WandbLogger(save_dir=str(paths.root), name=paths.root.name)
+        from lightning.pytorch.loggers import MLFlowLogger
+
+        return MLFlowLogger(experiment_name=paths.root.name, tracking_uri=(paths.root / "mlruns").resolve().as_uri())
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"train.loggers: {name} needs the {e.name} package; `pip install {e.name}` "
+                          f"or drop {name} from train.loggers") from None
+
+
+def _trainer(**kwargs: Any) -> pl.Trainer:
+    """``pl.Trainer(**kwargs)``, with Lightning's refusals of the hardware settings as ConfigError."""
+    try:
+        return pl.Trainer(**kwargs)
+    except (MisconfigurationException, ValueError, RuntimeError) as e:
+        raise ConfigError(f"train settings rejected by Lightning: {e}. Check --accelerator, --devices, "
+                          f"--strategy and --precision") from None
+
+
+def check_devices(t: TrainConfig) -> None:
+    """Refuse ``train.devices`` beyond what this machine has (GPUs when used, else CPU cores)."""
+    gpu = t.accelerator in ("gpu", "cuda") or (t.accelerator == "auto" and torch.cuda.is_available())
+    have = torch.cuda.device_count() if gpu else (os.cpu_count() or 1)
+    kind = "GPUs" if gpu else "CPU cores"
+    devices = t.devices
+    if isinstance(devices, str) and devices.strip().lstrip("-").isdigit():
+        devices = int(devices)
+    if isinstance(devices, int) and not isinstance(devices, bool):
+        wanted = have if devices == -1 else devices
+        if not 1 <= wanted <= have:
+            raise ConfigError(f"train.devices={t.devices} but this machine has {have} {kind}; use 1..{have}, "
+                              f"-1 (all) or auto")
+    elif isinstance(devices, (list, tuple)):
+        bad = [d for d in devices if not isinstance(d, int) or not 0 <= d < have]
+        if bad or not devices:
+            raise ConfigError(f"train.devices={t.devices}: ids must be in 0..{have - 1} ({have} {kind} here)")
+    elif devices != "auto":
+        raise ConfigError(f"train.devices={t.devices!r}: use a count, a list of ids, -1 or auto")
+
+
 def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Callback] = ()) -> Path:
     """Train ``cfg.method``; resumes from ``last.ckpt`` when it exists (unless ``resume=False``).
 
@@ -162,6 +181,16 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
     """
     cfg = METHODS.get(cfg.method).prepare_config(cfg)
     paths = RunPaths(Path(cfg.run_dir))
+    check_devices(cfg.train)
+    with RunLock(paths.root, "pretrain") if rank_zero_only.rank == 0 else nullcontext():
+        if resume is False and rank_zero_only.rank == 0:
+            moved = move_aside(paths)
+            if moved is not None:
+                print(f"probcl: --no-resume: the previous run's files were moved to {moved}", file=sys.stderr)
+        return _pretrain(cfg, paths, resume, callbacks)
+
+
+def _pretrain(cfg: Config, paths: RunPaths, resume: Optional[bool], callbacks: Sequence[Callback]) -> Path:
     ckpt_path = paths.last if paths.last.exists() and resume is not False else None
     if resume and ckpt_path is None:
         raise ConfigError(f"--resume given but {paths.last} does not exist")
@@ -184,40 +213,37 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
         save_config(cfg, paths.config)
     model = method_cls(cfg, info, hp)
 
-    loader = DataLoader(train, batch_size=t.batch_size, shuffle=True, drop_last=True, num_workers=d.num_workers,
-                        persistent_workers=d.num_workers > 0, pin_memory=torch.cuda.is_available())
+    metrics_log = JsonlLogger(paths.metrics)
+    stop = GracefulStop(paths.last)
+    loader = ResumableLoader(train, t.batch_size, t.seed, num_workers=d.num_workers,
+                             persistent_workers=d.num_workers > 0, pin_memory=torch.cuda.is_available())
     callbacks = [
         *callbacks,
+        ExactResume(loader, t.seed, metrics_log),
+        stop,
         # ``last.ckpt``: the latest state, every epoch (and every N steps when asked), replaced atomically.
         ModelCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1, enable_version_counter=False),
         LearningRateMonitor(logging_interval="epoch"),
     ]
     if t.checkpoint_every_n_steps:
-        callbacks.append(ModelCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1,
-                                         enable_version_counter=False, every_n_train_steps=t.checkpoint_every_n_steps))
+        callbacks.append(MidEpochCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1,
+                                            enable_version_counter=False,
+                                            every_n_train_steps=t.checkpoint_every_n_steps))
     monitor_sets = _monitor_sets(cfg, train, t.seed)
     if monitor_sets is not None and t.monitor_every_n_epochs > 0:
         callbacks.append(OnlineMonitor(*monitor_sets, every_n_epochs=t.monitor_every_n_epochs))
         callbacks.append(ModelCheckpoint(dirpath=paths.checkpoints, filename="best", monitor="monitor/knn_top1",
                                          mode="max", save_top_k=1, enable_version_counter=False))
-    loggers: list[Logger] = [JsonlLogger(paths.metrics)]
-    if "tensorboard" in t.loggers:
-        from lightning.pytorch.loggers import TensorBoardLogger
-
-        loggers.append(TensorBoardLogger(paths.root, name="tensorboard", version=""))
-    if "wandb" in t.loggers:
-        from lightning.pytorch.loggers import WandbLogger
-
-        loggers.append(WandbLogger(save_dir=str(paths.root), name=paths.root.name))
+    loggers: list[Logger] = [metrics_log, *(_extra_logger(name, paths) for name in t.loggers)]
     limit = t.limit_train_batches
-    trainer = pl.Trainer(
+    trainer = _trainer(
         max_epochs=t.epochs, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
         num_nodes=t.num_nodes, precision=t.precision, sync_batchnorm=t.sync_batchnorm,
         deterministic="warn" if t.deterministic else False, default_root_dir=str(paths.root),
         logger=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO()],
         limit_train_batches=(int(limit) if limit is not None and limit > 1 else limit),
         log_every_n_steps=max(1, min(10, len(loader))), enable_progress_bar=t.progress_bar, enable_model_summary=False,
-        num_sanity_val_steps=0,
+        num_sanity_val_steps=0, use_distributed_sampler=False,  # ResumableLoader shards by rank itself
     )
     if t.sync_batchnorm and trainer.world_size > 1 and isinstance(trainer.accelerator, CPUAccelerator):
         raise ConfigError("train.sync_batchnorm needs GPUs (torch's SyncBatchNorm has no CPU kernel); drop "
@@ -225,5 +251,8 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*does not have many workers.*")
         warnings.filterwarnings("ignore", ".*LeafSpec.*")
-        trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
+        try:
+            trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
+        except SIGTERMException:
+            raise stop.stopped(trainer.global_step) from None
     return paths.root

@@ -31,7 +31,7 @@ def test_every_declared_pair_gets_exactly_m_target_plus_one_minus_m_online(metho
     for i, (online, target) in enumerate(pairs):
         fill_(online, 1.0 + i)  # backbone 1, projector 2
         fill_(target, 5.0)
-    model.after_optimizer_step()
+    model.after_optimizer_step(1)
     m = args["momentum"]
     for i, (online, target) in enumerate(pairs):
         expected = m * 5.0 + (1 - m) * (1.0 + i)  # hand-computed: 0.9*5 + 0.1*1 = 4.6, 0.9*5 + 0.1*2 = 4.7, ...
@@ -47,7 +47,7 @@ def test_buffers_of_the_target_are_copied_from_the_online_network():
     target_bn = next(m for m in model.key_encoder.backbone.modules() if isinstance(m, nn.BatchNorm2d))
     with torch.no_grad():
         online_bn.running_mean.fill_(3.0)
-    model.after_optimizer_step()
+    model.after_optimizer_step(1)
     assert torch.all(target_bn.running_mean == 3.0)
 
 
@@ -55,7 +55,7 @@ def test_methods_without_pairs_change_nothing():
     model = build("simclr")
     before = {k: v.clone() for k, v in model.state_dict().items()}
     assert model.momentum_pairs() == []
-    model.after_optimizer_step()
+    model.after_optimizer_step(1)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
@@ -72,7 +72,7 @@ def test_pairs_without_a_momentum_are_a_clear_error():
 
     model = Declares(load_config(None, {"model.width": 4}), DATA_INFO)
     with pytest.raises(NotImplementedError, match="must define momentum"):
-        model.after_optimizer_step()
+        model.after_optimizer_step(1)
 
 
 def test_checkpoints_of_the_old_layout_load_into_the_components():

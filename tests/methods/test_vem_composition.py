@@ -30,7 +30,7 @@ def test_base_moco_has_a_momentum_encoder_and_its_sampler_replaces_the_queue(met
     model = build(method, base="moco", momentum=0.9)
     assert parts(model, MomentumKeyEncoder) == [model.key_encoder]
     assert not parts(model, KeyQueue)
-    assert len(model.momentum_pairs()) == 2 and model.momentum() == 0.9
+    assert len(model.momentum_pairs()) == 2 and model.momentum(1) == 0.9
     assert all(not p.requires_grad for p in model.key_encoder.parameters())
     assert not any(n.startswith("key_") for n, _ in model.trainable_named_parameters())
 
