@@ -4,8 +4,9 @@ A method owns a backbone, its heads and its objective. The base class turns each
 batch into two views on the training device, calls the method's :meth:`SSLMethod.step`,
 trains an online linear probe on the detached backbone features (solo-learn style,
 no gradient to the encoder), stops on a non-finite loss, and builds the optimiser and
-the warm-up + cosine schedule. Methods expose ``embed`` (backbone features), ``project``
-(projection-head output) and, where they have one, ``uncertainty``.
+the warm-up + cosine schedule. Methods expose ``embed`` (backbone features) and ``project``
+(projection-head output); what else they can do they declare with the mixins of
+:mod:`probcl.methods.capabilities` (uncertainty, stochastic encoder, energy).
 """
 from __future__ import annotations
 
@@ -61,7 +62,6 @@ class SSLMethod(pl.LightningModule):
     """Base class: subclasses set ``Params`` and implement :meth:`step`."""
 
     Params: ClassVar[type] = NoParams
-    has_uncertainty: ClassVar[bool] = False
     divergence_hint: ClassVar[str] = "lower optim.lr, or raise the temperature"
 
     def __init__(self, config: dict, data_info: dict) -> None:
@@ -105,10 +105,6 @@ class SSLMethod(pl.LightningModule):
     def project(self, images: torch.Tensor) -> torch.Tensor:
         """Projection-head output (N, d) of uint8 or [0, 1] float images."""
         return self.projector(self.embed(images))
-
-    def uncertainty(self, images: torch.Tensor) -> torch.Tensor:
-        """Per-image uncertainty (higher = more uncertain), for methods that define one."""
-        raise NotImplementedError(f"method {self.cfg.method!r} has no uncertainty score")
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.embed(images)

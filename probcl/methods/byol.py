@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from probcl.config import ConfigError, check_positive
 from probcl.losses.normalized_mse import byol_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
+from probcl.methods.capabilities import DirectionalEncoder
 from probcl.methods.collapse import CollapseParams, CollapseWatch
 from probcl.models.ema import cosine_momentum, ema_update_, momentum_copy
 from probcl.models.heads import predictor_head
@@ -41,7 +42,7 @@ class BYOLParams(CollapseParams):
 
 
 @METHODS.register("byol")
-class BYOL(SSLMethod):
+class BYOL(DirectionalEncoder, SSLMethod):
     """BYOL; subclasses reuse :meth:`online`, :meth:`target` and :meth:`target_momentum`."""
 
     Params = BYOLParams
@@ -63,7 +64,8 @@ class BYOL(SSLMethod):
 
     def encoder_mean(self, images: torch.Tensor) -> torch.Tensor:
         """Normalized prediction n(q(g(f(x)))) of uint8/[0,1] images: the mean direction mu_e of BYOL's
-        encoder in the CEB view (CEB paper Eq. 13), used by the local Lipschitz evaluation."""
+        encoder in the CEB view (CEB paper Eq. 13): BYOL is a deterministic :class:`DirectionalEncoder`,
+        measured by the local Lipschitz evaluation with the suite's stated kappa."""
         return F.normalize(self.predictor(self.project(images)), dim=1)
 
     @torch.no_grad()

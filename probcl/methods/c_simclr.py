@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from probcl.losses.ceb import Candidates, c_simclr_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
+from probcl.methods.capabilities import StochasticEncoder
 
 
 @dataclass
@@ -37,7 +38,7 @@ class CSimCLRParams:
 
 
 @METHODS.register("c-simclr")
-class CSimCLR(SSLMethod):
+class CSimCLR(StochasticEncoder, SSLMethod):
     """h = f(x), r = normalize(g(h)); loss = mean over both directions of beta I(X;Z|Y) - I(Y;Z)."""
 
     Params = CSimCLRParams

@@ -5,34 +5,45 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from probcl.eval import SUITES, EvalContext
+from probcl.eval import SUITES, ModelOnData
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.runs import RunPaths, find_checkpoint
 
 
 def evaluate_run(run_dir: str | Path, suites: list[str], device: str = "auto", batch_size: int = 512,
                  feature_layer: str = "backbone", max_train: Optional[int] = None, data_root: Optional[str] = None,
-                              options: Optional[dict[str, dict[str, Any]]] = None) -> dict:
+                 options: Optional[dict[str, dict[str, Any]]] = None, seed: int = 0, num_workers: int = 0,
+                 figures: bool = True) -> dict:
     """Run ``suites`` (names, or ``all``) and merge the results into the run's eval.json.
 
     Results are keyed ``suite`` for backbone features and ``suite@layer`` for other layers.
+    Suite names and ``options`` are validated before any work. With ``figures``, the figures of the
+    suites run are drawn into RUN/plots (see :mod:`probcl.report.figures`).
     """
-    find_checkpoint(run_dir)  # clear error before any work
     names = SUITES.names() if suites == ["all"] else suites
-    for name in names:
-        SUITES.get(name)
-    ctx = EvalContext(Path(run_dir), device, batch_size, feature_layer, max_train, data_root)
+    parsed = SUITES.parse_all(names, options)
+    ctx = ModelOnData(Path(run_dir), device, batch_size, feature_layer, max_train, data_root, seed, num_workers)
+    find_checkpoint(run_dir)  # clear error before any work
     paths = RunPaths(Path(run_dir))
     results = read_json(paths.eval, {})
     for name in names:
         start = time.perf_counter()
-        result = SUITES.get(name)(ctx, **(options or {}).get(name, {}))
+        result = SUITES.get(name).run(ctx, parsed[name])
         result.setdefault("protocol", {})["seconds"] = round(time.perf_counter() - start, 2)
         result["protocol"]["checkpoint"] = ctx.model.checkpoint_meta
-        key = name if feature_layer == "backbone" else f"{name}@{feature_layer}"
-        results[key] = result
+        results[result_key(name, feature_layer)] = result
         atomic_write_json(paths.eval, results)
+    if figures:
+        from probcl.report.figures import render_run_figures
+
+        render_run_figures({name: results[result_key(name, feature_layer)] for name in names},
+                           result_key(ctx.method, feature_layer), paths.plots)
     return {k: results[k] for k in results if k.split("@")[0] in names}
+
+
+def result_key(suite: str, feature_layer: str) -> str:
+    """The key of a suite's result in eval.json: ``suite``, or ``suite@layer`` for non-backbone features."""
+    return suite if feature_layer == "backbone" else f"{suite}@{feature_layer}"
 
 
 PLOT_DATA_KEYS = ("protocol", "histograms", "bins", "curves", "plot")  # not metrics: skipped by scalar_metrics
