@@ -231,6 +231,7 @@ def test_tiny_runs_write_checkpoints_and_lipschitz_suite(tiny_config, tmp_path):
     assert (RunPaths(runs["c-simclr"]).plots / "lipschitz.png").stat().st_size > 0
     byol = evaluate_run(runs["c-byol"], ["lipschitz"], options={"lipschitz": {"max_images": 32, "kappa": "run"}},
                         figures=False)["lipschitz"]
+    assert not RunPaths(runs["c-byol"]).plots.exists()  # suites write no files: figures come from report/ hooks
     assert byol["protocol"]["kappa"] == 16384.0 and byol["protocol"]["embedding"] == "method's e(z|x) mean direction"
     for name in ("brightness+", "contrast-"):  # figure data: every pair counted once per quantity
         for quantity in ("sampled", "kl_bound"):
