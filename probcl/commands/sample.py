@@ -34,9 +34,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     check_positive("--num", args.num, minimum=1)
     check_positive("--steps", args.steps, minimum=0)
     check_positive("--reference", args.reference, minimum=1)
-    for name in ("step_size", "clamp", "sigma"):
-        if getattr(args, name) is not None:
-            check_positive(f"--{name.replace('_', '-')}", getattr(args, name))
+    for flag, value in (("--step-size", args.step_size), ("--clamp", args.clamp), ("--sigma", args.sigma)):
+        if value is not None:
+            check_positive(flag, value)
     path, samples = sample_run(args.run, args.out, args.dataset, args.data_root, args.checkpoint, args.device,
                                args.ncols, num=args.num, steps=args.steps, start=args.init,
                                step_size=args.step_size, clamp=args.clamp, sigma=args.sigma,

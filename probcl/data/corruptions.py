@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from probcl.core.registry import Registry
+from probcl.errors import ConfigError
 
 Corruption = Callable[[torch.Tensor, int, torch.Generator], torch.Tensor]
 CORRUPTIONS: Registry[Corruption] = Registry("corruption")
@@ -27,9 +28,9 @@ SEVERITIES = (1, 2, 3, 4, 5)
 def corrupt(images: torch.Tensor, name: str, severity: int, seed: int = 0) -> torch.Tensor:
     """Corruption ``name`` at ``severity`` (1..5) of uint8 images (N, C, H, W); deterministic for ``seed``."""
     if images.dtype != torch.uint8 or images.ndim != 4:
-        raise ValueError(f"corrupt expects uint8 images (N, C, H, W), got {images.dtype} {tuple(images.shape)}")
+        raise ConfigError(f"corrupt expects uint8 images (N, C, H, W), got {images.dtype} {tuple(images.shape)}")
     if severity not in SEVERITIES:
-        raise ValueError(f"severity must be one of {SEVERITIES}, got {severity}")
+        raise ConfigError(f"severity must be one of {SEVERITIES}, got {severity}")
     fn = CORRUPTIONS.get(name)
     generator = torch.Generator().manual_seed(zlib.crc32(f"{name}:{seed}".encode()))
     out = fn(images.float() / 255.0, severity - 1, generator)

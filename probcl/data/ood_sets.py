@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from probcl.data.datasets import TensorImages
+from probcl.errors import ConfigError
 
 GENERATED = ("noise:gaussian", "noise:uniform", "inverted")
 
@@ -26,5 +27,5 @@ def generated_set(kind: str, reference: TensorImages, seed: int = 0) -> TensorIm
     elif kind == "inverted":
         out = 255 - images
     else:
-        raise ValueError(f"unknown generated OOD set {kind!r}; valid: {', '.join(GENERATED)}")
+        raise ConfigError(f"unknown generated OOD set {kind!r}; valid: {', '.join(GENERATED)}")
     return TensorImages(out, None, kind)
