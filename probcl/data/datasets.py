@@ -40,6 +40,9 @@ class ImageSource(Dataset):
     image_size: int
     num_classes: Optional[int]
 
+    def __len__(self) -> int:
+        raise NotImplementedError
+
     def labels(self) -> Optional[torch.Tensor]:
         """All labels as an int64 tensor (-1 = unlabeled), or None when the set has no labels."""
         raise NotImplementedError

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader
 
 from probcl.core.progress import progress
 from probcl.core.runs import RunPaths, load, resolve_device
-from probcl.data.datasets import ImageSource, collate_skip_corrupt, load_dataset
+from probcl.data.datasets import ImageSource, Split, collate_skip_corrupt, load_dataset
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.features import extract, pixel_features
 from probcl.eval.linear import LinearProbe, linear_probe
@@ -73,7 +73,7 @@ class ModelOnData:
         return self.model.cfg.method
 
     # ----------------------------------------------------------------- data
-    def dataset(self, spec: Optional[str] = None, split: str = "test", skip_corrupt: bool = False,
+    def dataset(self, spec: Optional[str] = None, split: Split = "test", skip_corrupt: bool = False,
                 cap_train: bool = True) -> ImageSource:
         """``spec`` (default: the training dataset) conformed to the model's input; a train split is the
         seeded ``max_train`` subset unless ``cap_train`` is off. ``skip_corrupt``: unreadable files yield
@@ -131,7 +131,7 @@ class ModelOnData:
             raise DatasetError(f"{data.name}: no readable images")
         return {k: torch.cat(v) for k, v in parts.items()}
 
-    def features(self, split: str, spec: Optional[str] = None, layer: Optional[str] = None
+    def features(self, split: Split, spec: Optional[str] = None, layer: Optional[str] = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """Cached (features, labels) of a split of ``spec`` (default: the training dataset)."""
         layer = layer or self.feature_layer

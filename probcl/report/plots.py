@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -62,7 +62,7 @@ def score_histograms(histograms: dict[str, dict], path: str | Path, title: str =
     return save_figure(fig, path)
 
 
-def curves(series: dict[str, Sequence[tuple[float, float]]], path: str | Path, ylabel: str, title: str = "",
+def curves(series: Mapping[str, Sequence[tuple[float, float]]], path: str | Path, ylabel: str, title: str = "",
            xlabel: str = "epoch") -> Path:
     """Line plot of named (x, y) series, e.g. per-epoch kNN accuracy of several methods."""
     fig = Figure(figsize=(5.5, 3.6))

@@ -23,7 +23,7 @@ from typing import IO, Any, Callable, Optional
 import torch
 
 from probcl.core.io import atomic_write, atomic_write_json
-from probcl.data.datasets import ImageSource
+from probcl.data.datasets import ImageSource, Split
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.linear import linear_probe
@@ -43,7 +43,7 @@ class ScoreOptions:
     tpr: float = 0.95
     probe: str = "online"  # online | offline | none
     uncertainty_score: Optional[str] = None  # a method-specific score name (e.g. TaU: neg_u, neg_u_squared)
-    split: str = "all"  # split of the scored data: all | train | test
+    split: Split = "all"  # split of the scored data: all | train | test
     batch_size: int = 256
     max_train: Optional[int] = None  # seeded subset of training images as kNN reference / probe data
     seed: int = 0  # seed of the max_train subset and the offline probe
@@ -93,7 +93,7 @@ class Scorer:
         self.thresholds: dict[str, float] = {}
         self.protocol: dict[str, Any] = {}
 
-    def dataset(self, spec: Optional[str], split: str, reference: bool = False) -> ImageSource:
+    def dataset(self, spec: Optional[str], split: Split, reference: bool = False) -> ImageSource:
         """``spec`` (default: the run's training data) conformed to the model's input, unreadable files
         skipped; a ``reference`` train split is capped at ``max_train``."""
         return self.ctx.dataset(spec, split, skip_corrupt=True, cap_train=reference)
@@ -130,9 +130,11 @@ class Scorer:
         """Sets ``self.probe`` (features -> logits); returns its description and test top-1 (%)."""
         probe = self.options.probe
         online = self.model.online_probe
-        if probe == "none" or (probe == "online" and online is None):
+        if probe == "none":
             return None, None
         if probe == "online":
+            if online is None:  # pretrained on unlabeled data: no online probe
+                return None, None
             self.probe = torch.no_grad()(lambda f: online(f.to(self.ctx.torch_device)).cpu())
             labeled = test["labels"] >= 0
             hits = self.probe(test["features"][labeled]).argmax(1) == test["labels"][labeled]
@@ -237,7 +239,7 @@ def score_dataset(run: str | Path, data: str, out: Optional[str | Path] = None,
     scorer = Scorer(run, options)
     dataset = scorer.dataset(data, options.split)  # fail on a bad spec before the reference passes
     scorer.fit_reference()
-    rows, skipped = 0, []
+    rows, skipped = 0, list[str]()
 
     def write(fh: IO[bytes]) -> None:
         nonlocal rows
