@@ -223,6 +223,8 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
     if origin is list:
         if isinstance(value, str):
             value = [v for v in value.split(",") if v]
+        elif isinstance(value, (int, float)):  # one value given for a list (`--option ood.knn_k=10`)
+            value = [value]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key} must be a list, got {value!r}")
         return [_convert(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)] if args else list(value)

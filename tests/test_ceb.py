@@ -229,6 +229,13 @@ def test_tiny_runs_write_checkpoints_and_lipschitz_suite(tiny_config, tmp_path):
         assert np.isfinite(result[f"{name} kl_bound"]) and result[f"{name} kl_bound"] >= 0
     assert result["protocol"]["kappa"] == 1024.0 and "saturation+" not in result
     assert (RunPaths(runs["c-simclr"]).plots / "lipschitz.png").stat().st_size > 0
-    evaluate_run(runs["c-byol"], ["lipschitz"], options={"lipschitz": {"max_images": 32, "kappa": "run", "plot": False}})
-    figure = plot_lipschitz_histograms({"C-SimCLR": runs["c-simclr"], "C-BYOL": runs["c-byol"]}, tmp_path / "both.png")
+    byol = evaluate_run(runs["c-byol"], ["lipschitz"], options={"lipschitz": {"max_images": 32, "kappa": "run"}},
+                        figures=False)["lipschitz"]
+    assert not RunPaths(runs["c-byol"]).plots.exists()  # suites write no files: figures come from report/ hooks
+    assert byol["protocol"]["kappa"] == 16384.0 and byol["protocol"]["embedding"] == "method's e(z|x) mean direction"
+    for name in ("brightness+", "contrast-"):  # figure data: every pair counted once per quantity
+        for quantity in ("sampled", "kl_bound"):
+            hist = result["histograms"][quantity][name]
+            assert sum(hist["counts"]) == result["protocol"]["pairs"][name] and len(hist["edges"]) == 41
+    figure = plot_lipschitz_histograms({"C-SimCLR": result, "C-BYOL": byol}, tmp_path / "both.png")
     assert figure.stat().st_size > 0

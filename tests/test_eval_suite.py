@@ -1,12 +1,13 @@
 """The ood, calibration, adversarial, corruptions, fewshot, transfer and efficiency suites on tiny real runs."""
 from __future__ import annotations
 
-from typing import Literal
-
 import pytest
+import torch
 from conftest import tiny_overrides
 
 from probcl.config import load_config
+from probcl.errors import ConfigError, RunError
+from probcl.methods.capabilities import HasUncertainty
 from probcl.data.datasets import labeled_subset, load_dataset, random_subset
 from probcl.eval.corruptions import corruption_errors
 from probcl.eval.efficiency import epochs_to_reach, relative_efficiency
@@ -61,7 +62,7 @@ def test_suites_end_to_end(runs):
     assert 0 <= cal["ece"] <= cal["mce"] <= 1 and 0 <= cal["brier"] <= 2 and cal["nll"] > 0
     ts = cal["temperature_scaling"]
     assert ts["temperature"] > 0 and set(ts["before"]) == set(ts["after"]) == {"ece", "mce", "brier", "nll"}
-    assert (run / "plots" / "reliability.png").stat().st_size > 1000
+    assert (run / "plots" / "reliability-simclr.png").stat().st_size > 1000  # drawn by the calibration hook
 
     adv = results["adversarial"]
     for attack in ("fgsm", "pgd"):
@@ -94,30 +95,26 @@ def test_method_uncertainty_enters_the_ood_suite(runs):
     assert {"uncertainty:neg_u", "uncertainty:neg_u_squared"} <= set(scores)
 
 
-def test_uncertainty_variants_are_discovered():
-    class Plain:
-        has_uncertainty = True
-
-        def uncertainty(self, images):
-            return images
-
-    class Listed(Plain):
+def test_uncertainty_scores_come_from_the_declared_capability():
+    class Declared(HasUncertainty):
         uncertainty_scores = ("a", "b")
 
-        def uncertainty(self, images, score: str = "a"):
+        def uncertainty(self, images, score=None):
+            return images * (1 if self.uncertainty_score_name(score) == "a" else 2)
+
+    class Undeclared:  # an `uncertainty` method without the capability is not probed for
+        has_uncertainty = True
+        uncertainty_scores = ("a",)
+
+        def uncertainty(self, images, score=None):
             return images
 
-    class Annotated(Plain):
-        def uncertainty(self, images, score: Literal["x", "y"] = "x"):
-            return images
-
-    class Without:
-        has_uncertainty = False
-
-    assert list(method_uncertainty_fns(Plain())) == ["uncertainty"]
-    assert list(method_uncertainty_fns(Listed())) == ["uncertainty:a", "uncertainty:b"]
-    assert list(method_uncertainty_fns(Annotated())) == ["uncertainty:x", "uncertainty:y"]
-    assert method_uncertainty_fns(Without()) == {}
+    fns = method_uncertainty_fns(Declared())
+    assert list(fns) == ["uncertainty:a", "uncertainty:b"]
+    assert fns["uncertainty:b"](torch.tensor([1.0, 3.0])).tolist() == [2.0, 6.0]
+    assert method_uncertainty_fns(Undeclared()) == {}
+    with pytest.raises(ConfigError, match="valid: a, b"):
+        Declared().uncertainty(torch.ones(1), score="c")
 
 
 def test_relative_efficiency_hand_computed():
@@ -126,7 +123,7 @@ def test_relative_efficiency_hand_computed():
     assert relative_efficiency(curve, [(0, 40.0), (1, 55.0), (2, 65.0)]) == pytest.approx(3 / 3)
     assert relative_efficiency(curve, [(0, 40.0), (1, 58.0), (2, 58.0)]) == pytest.approx(2 / 3)
     assert relative_efficiency(curve, [(0, 40.0), (9, 90.0)]) is None
-    with pytest.raises(ValueError, match="metrics.jsonl"):
+    with pytest.raises(RunError, match="metrics.jsonl"):
         relative_efficiency([], curve)
 
 

@@ -236,7 +236,7 @@ def test_score_folder_writes_one_row_per_readable_image(tau_run, tmp_path, capsy
         Image.fromarray(img[0].numpy()).save(folder / f"img{i}.png")
     (folder / "broken.png").write_bytes(b"this is not an image")
     out = tmp_path / "scores.csv"
-    assert main(["score", str(tau_run), "--data", f"folder:{folder}", "--out", str(out), "--k", "10"]) == 0
+    assert main(["score", str(tau_run), "--dataset", f"folder:{folder}", "--out", str(out), "--k", "10"]) == 0
     assert "skipped 1 unreadable file(s)" in capsys.readouterr().out and "broken.png" in out.with_suffix(".json").read_text()
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 9 and sorted(r["id"] for r in rows) == sorted(str(folder / f"img{i}.png") for i in range(9))
@@ -261,6 +261,7 @@ def test_score_folder_writes_one_row_per_readable_image(tau_run, tmp_path, capsy
 
 def test_score_parquet_without_pyarrow_is_a_clear_error(tau_run, tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "pyarrow", None)
+    # --data: the shipped spelling of --dataset, kept as a hidden alias
     assert main(["score", str(tau_run), "--data", "digits", "--out", str(tmp_path / "s.parquet")]) == 2
     assert "pip install pyarrow" in capsys.readouterr().err
     assert not (tmp_path / "s.parquet").exists()

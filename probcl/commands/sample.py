@@ -18,12 +18,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clamp", type=float, default=None, help="delta of Eq. 21 (default: the run's)")
     p.add_argument("--sigma", type=float, default=None, help="noise std (default: the run's sigma_min)")
     p.add_argument("--reference", type=int, default=256, help="data views that define the energy")
-    p.add_argument("--data", default=None, help="dataset of the reference/start views (default: the run's)")
-    p.add_argument("--data-root", default=None)
-    p.add_argument("--checkpoint", default="last", choices=["last", "best"])
+    p.add_argument("--dataset", default=None, help="dataset of the reference/start views (default: the run's)")
+    p.add_argument("--data", dest="dataset", help=argparse.SUPPRESS)  # the spelling of probcl <= 0.1
+    p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
+    p.add_argument("--checkpoint", default="last", choices=["last", "best"], help="which checkpoint of the run")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     p.add_argument("--ncols", type=int, default=None, help="grid columns (default: square grid)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the reference views and the SGLD noise")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     NonNegative.check("--step-size", args.step_size)
     NonNegative.check("--clamp", args.clamp)
     NonNegative.check("--sigma", args.sigma)
-    path, samples = sample_run(args.run, args.out, args.data, args.data_root, args.checkpoint, args.device,
+    path, samples = sample_run(args.run, args.out, args.dataset, args.data_root, args.checkpoint, args.device,
                                args.ncols, num=args.num, steps=args.steps, start=args.init,
                                step_size=args.step_size, clamp=args.clamp, sigma=args.sigma,
                                reference_size=args.reference, seed=args.seed)

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch.utils.data import Dataset
 
 from probcl.core.registry import Registry
-from probcl.errors import DatasetError
+from probcl.errors import ConfigError, DatasetError
 
 Split = Literal["train", "test", "all"]
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".ppm", ".pgm"}
@@ -40,6 +40,9 @@ class ImageSource(Dataset):
     image_size: int
     num_classes: Optional[int]
 
+    def __len__(self) -> int:
+        raise NotImplementedError
+
     def labels(self) -> Optional[torch.Tensor]:
         """All labels as an int64 tensor (-1 = unlabeled), or None when the set has no labels."""
         raise NotImplementedError
@@ -47,6 +50,23 @@ class ImageSource(Dataset):
     def item_id(self, index: int) -> str:
         """A stable identifier of item ``index`` (file path for folders)."""
         return str(index)
+
+    def subset(self, indices: torch.Tensor | Sequence[int]) -> "ImageSource":
+        """The items at ``indices``, as a source of the same kind."""
+        raise NotImplementedError
+
+    def seeded_indices(self, count: Optional[int], seed: int = 0) -> torch.Tensor:
+        """All indices, or ``count`` distinct sorted ones from a seeded permutation (``count`` None = all)."""
+        if count is not None and count < 1:
+            raise ConfigError(f"a subset of {self.name} needs at least 1 image, got {count}")
+        if count is None or count >= len(self):
+            return torch.arange(len(self))
+        return random_subset(len(self), count, seed)
+
+    def seeded_subset(self, count: Optional[int], seed: int = 0) -> "ImageSource":
+        """This source, or a seeded subset of ``count`` of its items (see :meth:`seeded_indices`)."""
+        indices = self.seeded_indices(count, seed)
+        return self if len(indices) == len(self) else self.subset(indices)
 
 
 class TensorImages(ImageSource):
@@ -119,6 +139,12 @@ class FolderImages(ImageSource):
 
     def item_id(self, index: int) -> str:
         return str(self.paths[index])
+
+    def subset(self, indices: torch.Tensor | Sequence[int]) -> "FolderImages":
+        chosen = torch.as_tensor(indices, dtype=torch.long).tolist()
+        labels = None if self._labels is None else self._labels[chosen].tolist()
+        return FolderImages([self.paths[i] for i in chosen], labels, self.classes, self.name, self.image_size,
+                            self.channels, self.skip_corrupt)
 
 
 def collate_skip_corrupt(items):
@@ -259,7 +285,7 @@ def resize_uint8(images: torch.Tensor, size: int, chunk: int = 4096) -> torch.Te
 def labeled_subset(labels: torch.Tensor, fraction: float, seed: int = 0) -> torch.Tensor:
     """Indices of a class-stratified ``fraction`` of the labeled items (at least one per class)."""
     if not 0 < fraction <= 1:
-        raise ValueError(f"labeled fraction must be in (0, 1], got {fraction}")
+        raise ConfigError(f"labeled fraction must be in (0, 1], got {fraction}")
     generator = torch.Generator().manual_seed(seed)
     chosen = []
     for cls in torch.unique(labels[labels >= 0]):

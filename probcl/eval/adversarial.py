@@ -9,14 +9,18 @@ attacked (the AutoAttack convention), so robust accuracy never exceeds clean acc
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Optional
+from dataclasses import dataclass, field
+from typing import Annotated, Callable, Optional
 
 import torch
 import torch.nn.functional as F
 
-from probcl.eval.inputs import as_list, id_test_images
+from probcl.config import AtLeast, Positive
+from probcl.errors import ConfigError
+from probcl.eval.context import ModelOnData
+from probcl.eval.inputs import id_test_images
 from probcl.eval.linear import LinearProbe
-from probcl.eval.suites import SUITES, EvalContext
+from probcl.eval.suites import SUITES
 
 Forward = Callable[[torch.Tensor], torch.Tensor]
 
@@ -60,12 +64,20 @@ def _probe_on(probe: LinearProbe, device: torch.device) -> LinearProbe:
     return LinearProbe(**{f.name: getattr(probe, f.name).to(device) for f in dataclasses.fields(probe)})
 
 
-@SUITES.register("adversarial")
-def adversarial_suite(ctx: EvalContext, eps=(4, 8), pgd_steps: int = 10, max_images: Optional[int] = 1000,
-                      seed: int = 0) -> dict:
+@dataclass
+class AdversarialOptions:
+    eps: list[Annotated[float, Positive]] = field(default_factory=lambda: [4.0, 8.0])  # radii in units of 1/255
+    pgd_steps: Annotated[int, AtLeast(1)] = 10
+    max_images: Annotated[Optional[int], AtLeast(1)] = 1000  # seeded test subset
+    seed: int = 0
+
+
+@SUITES.register("adversarial", options=AdversarialOptions, title="Adversarial robustness")
+def adversarial_suite(ctx: ModelOnData, options: AdversarialOptions) -> dict:
     """Clean, FGSM and PGD robust top-1 (%) of encoder + linear probe; eps in units of 1/255."""
+    pgd_steps, max_images, seed = options.pgd_steps, options.max_images, options.seed
     if ctx.feature_layer == "pixels":
-        raise ValueError("the adversarial suite attacks the encoder; use --features backbone or projection")
+        raise ConfigError("the adversarial suite attacks the encoder; use --features backbone or projection")
     data, _ = id_test_images(ctx, max_images, seed)
     _, probe = ctx.linear_probe()
     probe = _probe_on(probe, ctx.torch_device)
@@ -74,7 +86,7 @@ def adversarial_suite(ctx: EvalContext, eps=(4, 8), pgd_steps: int = 10, max_ima
     def forward(x: torch.Tensor) -> torch.Tensor:
         return probe.logits(embed(x))
 
-    eps_values = [float(e) for e in as_list(eps)]
+    eps_values = options.eps
     generator = torch.Generator().manual_seed(seed)
     attacks = {"clean": lambda x, y: x}
     for e in eps_values:

@@ -1,5 +1,5 @@
 """Calibration of the linear probe's predictions: ECE, MCE (VEM appendix F), Brier score, NLL,
-reliability diagram, and temperature scaling (Guo et al. 2017) fitted on a held-out split.
+reliability bins (drawn by ``probcl.report``), and temperature scaling (Guo et al. 2017) fitted on a held-out split.
 
 Confidences are binned into M equal-width bins [0, 1/M), ..., [(M-1)/M, 1]; a confidence of
 exactly 0 falls in the first bin and exactly 1 in the last.
@@ -7,10 +7,16 @@ exactly 0 falls in the first bin and exactly 1 in the last.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Annotated
+
 import torch
 import torch.nn.functional as F
 
-from probcl.eval.suites import SUITES, EvalContext
+from probcl.config import AtLeast, InRange
+from probcl.errors import ConfigError
+from probcl.eval.context import ModelOnData
+from probcl.eval.suites import SUITES
 
 N_BINS = 20  # VEM appendix F: M = 20
 
@@ -35,7 +41,7 @@ def calibration_errors(bins: dict[str, list]) -> tuple[float, float]:
     count = torch.tensor(bins["count"], dtype=torch.float64)
     gap = (torch.tensor(bins["accuracy"], dtype=torch.float64) - torch.tensor(bins["confidence"], dtype=torch.float64)).abs()
     if count.sum() == 0:
-        raise ValueError("calibration errors need at least one prediction")
+        raise ConfigError("calibration errors need at least one prediction")
     return float((count / count.sum() * gap).sum()), float(gap[count > 0].max())
 
 
@@ -70,38 +76,40 @@ def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, bounds: tuple[fl
     return math.exp(result.x)
 
 
-@SUITES.register("calibration")
-def calibration_suite(ctx: EvalContext, bins: int = N_BINS, temperature_scaling: bool = True,
-                      holdout: float = 0.5, seed: int = 0, plot: bool = True) -> dict:
-    """ECE/MCE (M bins), Brier, NLL of the linear probe on the test set, a reliability diagram, and
+@dataclass
+class CalibrationOptions:
+    bins: Annotated[int, AtLeast(1)] = N_BINS  # M equal-width confidence bins
+    temperature_scaling: bool = True  # also report before/after temperature scaling
+    holdout: Annotated[float, InRange(0, 1, low_open=True, high_open=True)] = 0.5  # share of the test set fitting T
+    seed: int = 0
+
+
+@SUITES.register("calibration", options=CalibrationOptions, title="Calibration")
+def calibration_suite(ctx: ModelOnData, options: CalibrationOptions) -> dict:
+    """ECE/MCE (M bins), Brier, NLL of the linear probe on the test set, the reliability bins, and
     before/after temperature scaling (T fitted on a held-out part of the test set, metrics on the rest)."""
     _, probe = ctx.linear_probe()
     test_f, test_y = ctx.features("test")
     logits = probe.logits(test_f)
-    result = calibration_metrics(logits, test_y, bins)
-    if temperature_scaling:
-        result["temperature_scaling"] = _temperature_scaling(logits, test_y, bins, holdout, seed)
-    if plot:
-        from probcl.report.plots import reliability_diagram
-
-        suffix = "" if ctx.feature_layer == "backbone" else f"-{ctx.feature_layer}"
-        path = reliability_diagram(result["bins"], ctx.paths.plots / f"reliability{suffix}.png",
-                                   f"{ctx.model.cfg.method}: ECE {result['ece']:.3f}, MCE {result['mce']:.3f}")
-        result["plot"] = str(path)
+    result = calibration_metrics(logits, test_y, options.bins)
+    if options.temperature_scaling:
+        result["temperature_scaling"] = _temperature_scaling(logits, test_y, options.bins, options.holdout,
+                                                             options.seed)
     result["protocol"] = ctx.protocol(
-        bins=f"{bins} equal-width bins, confidence 0 -> first bin, 1 -> last bin", confidence="max softmax of the probe",
-        brier="mean_i sum_c (p_ic - y_ic)^2", probe="offline linear probe of the `linear` suite")
+        bins=f"{options.bins} equal-width bins, confidence 0 -> first bin, 1 -> last bin",
+        confidence="max softmax of the probe", brier="mean_i sum_c (p_ic - y_ic)^2",
+        probe="offline linear probe of the `linear` suite")
     return result
 
 
 def _temperature_scaling(logits: torch.Tensor, labels: torch.Tensor, bins: int, holdout: float, seed: int) -> dict:
     if not 0 < holdout < 1:
-        raise ValueError(f"calibration holdout must be in (0, 1), got {holdout}")
+        raise ConfigError(f"calibration holdout must be in (0, 1), got {holdout}")
     perm = torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))
     n_fit = max(1, int(round(holdout * len(labels))))
     fit, rest = perm[:n_fit], perm[n_fit:]
     if len(rest) == 0:
-        raise ValueError("calibration holdout leaves no test images to evaluate on; lower it")
+        raise ConfigError("calibration holdout leaves no test images to evaluate on; lower it")
     temperature = fit_temperature(logits[fit], labels[fit])
     before = calibration_metrics(logits[rest], labels[rest], bins)
     after = calibration_metrics(logits[rest] / temperature, labels[rest], bins)

@@ -4,17 +4,20 @@ per corruption and severity, their mean, and the corruption error relative to a 
 clean errors first; mCE and relative mCE average them over corruptions, in %)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 from probcl.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from probcl.data.datasets import TensorImages
-from probcl.eval.inputs import as_list, id_test_images, probe_logits
-from probcl.eval.suites import SUITES, EvalContext
+from probcl.config import AtLeast
+from probcl.eval.context import ModelOnData
+from probcl.eval.inputs import id_test_images, probe_logits
+from probcl.eval.suites import SUITES
 from probcl.core.io import read_json
 
 
-def corruption_accuracies(ctx: EvalContext, names: list[str], max_images: Optional[int], seed: int) -> dict:
+def corruption_accuracies(ctx: ModelOnData, names: list[str], max_images: Optional[int], seed: int) -> dict:
     """{"clean": top-1, "top1": {corruption: [top-1 at severity 1..5]}, "images": n} of the context's probe."""
     data, _ = id_test_images(ctx, max_images, seed)
     labels = data.labels()
@@ -45,26 +48,34 @@ def _mean(values) -> Optional[float]:
     return sum(values) / len(values) if values else None
 
 
-def _reference_accuracies(ctx: EvalContext, reference: str, protocol: dict, names: list[str],
+def _reference_accuracies(ctx: ModelOnData, reference: str, protocol: dict, names: list[str],
                           max_images: Optional[int], seed: int) -> dict:
     """The reference run's accuracies: from its eval.json when measured under the same protocol, else measured."""
     stored = read_json(Path(reference) / "eval.json", {}).get("corruptions")
     same = stored and all(stored["protocol"].get(k) == protocol[k] for k in ("images", "seed", "feature_layer", "train_images", "corruptions"))
     if same:
         return {"clean": stored["clean_top1"], "top1": stored["per_severity"]}
-    ref_ctx = EvalContext(Path(reference), ctx.device, ctx.batch_size, ctx.feature_layer, ctx.max_train,
-                          ctx.data_root, ctx.seed)
-    return corruption_accuracies(ref_ctx, names, max_images, seed)
+    return corruption_accuracies(ctx.for_run(reference), names, max_images, seed)
 
 
-@SUITES.register("corruptions")
-def corruptions_suite(ctx: EvalContext, corruptions=None, max_images: Optional[int] = 2000, seed: int = 0,
-                      reference: Optional[str] = None) -> dict:
+@dataclass
+class CorruptionsOptions:
+    corruptions: Optional[list[str]] = None  # default: all of probcl.data.corruptions
+    max_images: Annotated[Optional[int], AtLeast(1)] = 2000  # seeded test subset
+    seed: int = 0
+    reference: Optional[str] = None  # run directory: mCE / relative mCE against it
+
+    def __post_init__(self) -> None:
+        for name in self.corruptions or []:
+            CORRUPTIONS.get(name)
+
+
+@SUITES.register("corruptions", options=CorruptionsOptions, title="Corruption robustness")
+def corruptions_suite(ctx: ModelOnData, options: CorruptionsOptions) -> dict:
     """Top-1 (%) of the linear probe under each corruption x 5 severities, the mean over all of them,
     and mCE / relative mCE against a ``reference`` run when given."""
-    names = as_list(corruptions) or CORRUPTIONS.names()
-    for name in names:
-        CORRUPTIONS.get(name)
+    names = options.corruptions or CORRUPTIONS.names()
+    max_images, seed, reference = options.max_images, options.seed, options.reference
     accs = corruption_accuracies(ctx, names, max_images, seed)
     per_corruption = {name: sum(v) / len(v) for name, v in accs["top1"].items()}
     result = {"clean_top1": accs["clean"], "mean_top1": sum(per_corruption.values()) / len(per_corruption),

@@ -6,10 +6,13 @@ EBCLR Tables 1 and 3: the efficiency of a reference run relative to this run is
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from probcl.eval.suites import SUITES, EvalContext
+from probcl.errors import RunError
+from probcl.eval.context import ModelOnData
+from probcl.eval.suites import SUITES
 from probcl.core.runs import epoch_curve
 
 MONITOR_KEYS = {"knn_top1": "monitor/knn_top1", "probe_top1": "monitor/probe_top1"}
@@ -26,15 +29,21 @@ def epochs_to_reach(curve: Sequence[tuple[int, float]], target: float) -> Option
 def relative_efficiency(curve: Sequence[tuple[int, float]], reference: Sequence[tuple[int, float]]) -> Optional[float]:
     """epochs_to_reach(curve, final value of reference) / epochs of reference; None if never reached."""
     if not curve or not reference:
-        raise ValueError("relative efficiency needs per-epoch monitor values for both runs (metrics.jsonl)")
+        raise RunError("relative efficiency needs per-epoch monitor values for both runs (metrics.jsonl)")
     reached = epochs_to_reach(curve, reference[-1][1])
     return None if reached is None else reached / (reference[-1][0] + 1)
 
 
-@SUITES.register("efficiency")
-def efficiency_suite(ctx: EvalContext, reference: Optional[str] = None) -> dict:
+@dataclass
+class EfficiencyOptions:
+    reference: Optional[str] = None  # run directory whose final accuracy this run must reach
+
+
+@SUITES.register("efficiency", options=EfficiencyOptions, title="Sample efficiency")
+def efficiency_suite(ctx: ModelOnData, options: EfficiencyOptions) -> dict:
     """Per-epoch monitor curves, their final/best values, and EBCLR's relative efficiency of a
     ``reference`` run with respect to this run."""
+    reference = options.reference
     result: dict = {"curves": {}, "final": {}, "best": {}}
     for name, key in MONITOR_KEYS.items():
         curve = epoch_curve(ctx.run_dir, key)
@@ -43,7 +52,7 @@ def efficiency_suite(ctx: EvalContext, reference: Optional[str] = None) -> dict:
             result["final"][name] = curve[-1][1]
             result["best"][name] = max(v for _, v in curve)
     if not result["curves"]:
-        raise ValueError(f"{ctx.run_dir} has no per-epoch monitor values in metrics.jsonl "
+        raise RunError(f"{ctx.run_dir} has no per-epoch monitor values in metrics.jsonl "
                          f"(train with labeled data and train.monitor_every_n_epochs >= 1)")
     if reference:
         result["relative_efficiency"] = {}

@@ -8,8 +8,8 @@ with e(z|x) = vMF(mean(x), kappa):
     KL bound (Eq. 36):    sqrt(max(KL[e_x || e_x+dx], KL[e_x+dx || e_x])) / ||dx||   (<= L)
 
 ||dx|| is the L2 norm of the pixel change in [0, 1] units over all pixels and channels.
-mean(x) is the method's e(z|x) mean direction where it has one (``encoder_mean``: C-SimCLR's
-normalized projection, C-BYOL's normalized prediction), else the normalized projection.
+mean(x) is the e(z|x) mean direction of a :class:`DirectionalEncoder` (``encoder_mean``: C-SimCLR's
+normalized projection, BYOL's and C-BYOL's normalized prediction), else the normalized projection.
 kappa is one stated value for every run (default 1024, C-SimCLR's kappa_e), so that methods
 with deterministic embeddings and CEB methods are measured by the same yardstick.
 The perturbations use the view generator's own ColorJitter formulas (kornia = torchvision:
@@ -19,7 +19,8 @@ additive brightness of the paper's TensorFlow code.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Optional, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Callable, Literal, Optional, Sequence, Union
 
 import kornia.enhance as KE
 import torch
@@ -28,8 +29,13 @@ from torch.distributions import kl_divergence
 
 from probcl.data.augment import resolve_view_params
 from probcl.distributions.vmf import VonMisesFisher
-from probcl.eval.inputs import as_list, id_test_images
-from probcl.eval.suites import SUITES, EvalContext
+from probcl.errors import ConfigError
+from probcl.config import AtLeast, Positive
+from probcl.eval.context import ModelOnData
+from probcl.eval.inputs import id_test_images
+from probcl.eval.suites import SUITES
+from probcl.methods.base import SSLMethod
+from probcl.methods.capabilities import DirectionalEncoder, StochasticEncoder
 
 DEFAULT_KAPPA = 1024.0
 PAPER_STRENGTHS = (0.4, 0.4, 0.2, 0.1)  # CEB paper Table 6: brightness, contrast, saturation, hue
@@ -58,12 +64,12 @@ def perturb(images: torch.Tensor, kind: str, signed_strength: float) -> torch.Te
     return ADJUSTMENTS[kind](images, signed_strength).clamp(0.0, 1.0)
 
 
-def encoder_mean_fn(model: Any, layer: str = "encoder") -> Callable[[torch.Tensor], torch.Tensor]:
-    """Unit mean directions of e(z|x): the method's ``encoder_mean`` (layer "encoder", when defined)
-    or the normalized projection (layer "projection", and the fallback)."""
+def encoder_mean_fn(model: SSLMethod, layer: str = "encoder") -> Callable[[torch.Tensor], torch.Tensor]:
+    """Unit mean directions of e(z|x): the method's ``encoder_mean`` (layer "encoder", for a
+    :class:`DirectionalEncoder`) or the normalized projection (layer "projection", and other methods)."""
     if layer not in ("encoder", "projection"):
-        raise ValueError(f"lipschitz layer must be 'encoder' or 'projection', got {layer!r}")
-    if layer == "encoder" and hasattr(model, "encoder_mean"):
+        raise ConfigError(f"lipschitz layer must be 'encoder' or 'projection', got {layer!r}")
+    if layer == "encoder" and isinstance(model, DirectionalEncoder):
         return model.encoder_mean
     return lambda images: F.normalize(model.project(images), dim=1)
 
@@ -83,7 +89,7 @@ def local_lipschitz(mean_x: torch.Tensor, mean_dx: torch.Tensor, dx_norm: torch.
 
 
 @torch.no_grad()
-def lipschitz_values(model: Any, images: torch.Tensor, perturbs: dict[str, tuple[str, float]], kappa: float,
+def lipschitz_values(model: SSLMethod, images: torch.Tensor, perturbs: dict[str, tuple[str, float]], kappa: float,
                      layer: str = "encoder", batch_size: int = 512, device: torch.device | str = "cpu",
                      seed: int = 0) -> dict[str, dict[str, torch.Tensor]]:
     """``{name: {"sampled", "kl_bound", "dx_norm"}}`` per-pair values for uint8 ``images`` (N, C, H, W)."""
@@ -106,67 +112,83 @@ def lipschitz_values(model: Any, images: torch.Tensor, perturbs: dict[str, tuple
     return {n: {k: torch.cat(v) if v else torch.zeros(0) for k, v in d.items()} for n, d in parts.items()}
 
 
-def _kappa_for(model: Any, kappa: Any) -> float:
+@dataclass
+class LipschitzOptions:
+    kappa: Optional[Union[Annotated[float, Positive], Literal["run"]]] = None  # vMF concentration; "run" = its kappa_e
+    max_images: Annotated[Optional[int], AtLeast(1)] = 2000  # seeded test subset
+    layer: Literal["encoder", "projection"] = "encoder"  # the method's e(z|x) mean, or the normalized projection
+    strengths: Optional[list[float]] = None  # brightness, contrast, saturation, hue (default: the run's views)
+    seed: int = 0
+    histogram_bins: Annotated[int, AtLeast(1)] = 40
+
+    def __post_init__(self) -> None:
+        if self.strengths is not None and len(self.strengths) != len(ADJUSTMENTS):
+            raise ConfigError(f"lipschitz.strengths needs {len(ADJUSTMENTS)} values ({', '.join(ADJUSTMENTS)}), "
+                              f"got {self.strengths}")
+
+
+def _kappa_for(model: SSLMethod, kappa: Optional[Union[float, str]]) -> float:
     if kappa is None:
         return DEFAULT_KAPPA
     if kappa == "run":
-        if not hasattr(model, "encoder_concentration"):
-            raise ValueError(f"method {model.cfg.method!r} has no kappa_e; pass a number as lipschitz.kappa")
+        if not isinstance(model, StochasticEncoder):
+            raise ConfigError(f"method {model.cfg.method!r} has no kappa_e; pass a number as lipschitz.kappa")
         return float(model.encoder_concentration)
-    if not isinstance(kappa, (int, float)) or kappa <= 0:
-        raise ValueError(f"lipschitz.kappa must be a positive number or 'run', got {kappa!r}")
     return float(kappa)
 
 
-def _perturbations_for(model: Any, strengths: Any) -> tuple[dict[str, tuple[str, float]], str]:
+def _perturbations_for(model: SSLMethod, strengths: Optional[list[float]]) -> tuple[dict[str, tuple[str, float]], str]:
     """The suite's perturbations and where their strengths come from (option, the run's views, or the paper)."""
     channels = model.data_info.channels
     if strengths is not None:
-        jitter = [float(s) for s in as_list(strengths)]
-        if len(jitter) != 4:
-            raise ValueError(f"lipschitz.strengths needs 4 values (brightness, contrast, saturation, hue), got {jitter}")
-        return perturbations(jitter, channels), "option"
+        return perturbations(strengths, channels), "option"
     perturbs = perturbations(resolve_view_params(model.cfg.augment).jitter, channels)
     if perturbs:
         return perturbs, f"augment preset {model.cfg.augment.preset}"
     return perturbations(PAPER_STRENGTHS, channels), "CEB paper Table 6 (the run's views have no colour jitter)"
 
 
-@SUITES.register("lipschitz")
-def lipschitz_suite(ctx: EvalContext, kappa: Any = None, max_images: Optional[int] = 2000, layer: str = "encoder",
-                    strengths: Any = None, seed: int = 0, plot: bool = True) -> dict:
-    """Mean local Lipschitz estimates (Eq. 19) and KL lower bounds (Eq. 36) per perturbation of test images.
+def value_histogram(values: torch.Tensor, bins: int) -> dict[str, list]:
+    """Counts of non-negative ``values`` on equal-width bins over [0, 99th percentile]; larger values
+    fall in the last bin (the figure's x range stays readable)."""
+    top = float(torch.quantile(values.double(), 0.99)) if len(values) else 0.0
+    top = top if top > 0 else 1.0
+    counts = torch.histc(values.double().clamp(0.0, top), bins, 0.0, top)
+    return {"edges": torch.linspace(0.0, top, bins + 1).tolist(), "counts": counts.long().tolist()}
+
+
+@SUITES.register("lipschitz", options=LipschitzOptions, title="Local Lipschitz estimates")
+def lipschitz_suite(ctx: ModelOnData, options: LipschitzOptions) -> dict:
+    """Mean local Lipschitz estimates (Eq. 19) and KL lower bounds (Eq. 36) per perturbation of test images,
+    and per perturbation the histograms of both (figure data for :mod:`probcl.report.lipschitz`).
 
     Options: ``kappa`` (vMF concentration for every run, default 1024; ``run`` = the run's kappa_e),
     ``max_images`` (seeded test subset), ``layer`` (encoder | projection), ``strengths`` (brightness,
     contrast, saturation, hue; default: the run's augmentation preset, or the paper's 0.4, 0.4, 0.2, 0.1
-    when its views have no colour jitter), ``plot`` (histogram PNG).
-    Per-pair values go to RUN/plots/lipschitz.npz for :func:`probcl.report.lipschitz.plot_lipschitz_histograms`.
+    when its views have no colour jitter).
     """
-    from probcl.report.lipschitz import plot_lipschitz_histograms, save_lipschitz_values
-
-    model = ctx.model
-    kappa_value = _kappa_for(model, kappa)
-    perturbs, source = _perturbations_for(model, strengths)
-    data, _ = id_test_images(ctx, max_images, seed)
-    values = lipschitz_values(model, data.images, perturbs, kappa_value, layer, ctx.batch_size, ctx.torch_device, seed)
+    model, o = ctx.model, options
+    kappa_value = _kappa_for(model, o.kappa)
+    perturbs, source = _perturbations_for(model, o.strengths)
+    data, _ = id_test_images(ctx, o.max_images, o.seed)
+    values = lipschitz_values(model, data.images, perturbs, kappa_value, o.layer, ctx.batch_size, ctx.torch_device,
+                              o.seed)
     result: dict[str, Any] = {}
     for name, v in values.items():
         result[name] = float(v["sampled"].mean()) if len(v["sampled"]) else None
         result[f"{name} kl_bound"] = float(v["kl_bound"].mean()) if len(v["kl_bound"]) else None
-    uses_encoder = layer == "encoder" and hasattr(model, "encoder_mean")
+    result["histograms"] = {quantity: {name: value_histogram(v[quantity], o.histogram_bins)
+                                       for name, v in values.items() if len(v[quantity])}
+                            for quantity in ("sampled", "kl_bound")}
+    uses_encoder = o.layer == "encoder" and isinstance(model, DirectionalEncoder)
     result["protocol"] = {
-        "images": len(data), "split": "test", "kappa": kappa_value, "seed": seed, "strengths_from": source,
+        "images": len(data), "split": "test", "kappa": kappa_value, "seed": o.seed, "strengths_from": source,
         "embedding": "method's e(z|x) mean direction" if uses_encoder else "normalized projection",
         "perturbations": {n: f"{kind} {s:+g}" for n, (kind, s) in perturbs.items()},
         "pairs": {n: len(v["sampled"]) for n, v in values.items()},
         "dx_norm_mean": {n: float(v["dx_norm"].mean()) if len(v["dx_norm"]) else None for n, v in values.items()},
         "estimate": "|log e(z|x) - log e(z|x+dx)| / ||dx||, one z ~ e(z|x) (Eq. 19); "
                     "kl_bound = sqrt(max KL) / ||dx|| (Eq. 36); ||dx|| = L2 over [0,1] pixels",
+        "histograms": f"{o.histogram_bins} bins on [0, 99th percentile]; larger values in the last bin",
     }
-    npz = save_lipschitz_values(ctx.paths.plots / "lipschitz.npz", values)
-    if plot:
-        png = plot_lipschitz_histograms({model.cfg.method: ctx.run_dir}, ctx.paths.plots / "lipschitz.png")
-        result["protocol"]["plot"] = str(png)
-    result["protocol"]["values"] = str(npz)
     return result

@@ -8,24 +8,26 @@ scikit-learn (one threshold per distinct score value).
 """
 from __future__ import annotations
 
-import inspect
 import math
-import typing
+from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
-from typing import Callable, Optional
+from typing import Annotated, Callable, Optional
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from probcl.data.datasets import DatasetError, TensorImages
+from probcl.config import AtLeast, InRange
+from probcl.data.datasets import ImageSource, TensorImages
 from probcl.data.ood_sets import GENERATED, generated_set
+from probcl.errors import ConfigError, DatasetError
+from probcl.eval.context import ModelOnData
 from probcl.eval.features import extract
-from probcl.eval.inputs import as_list, embed, id_test_images, subset_indices
+from probcl.eval.inputs import id_test_images
 from probcl.eval.linear import LinearProbe
 from probcl.eval.outlier import knn_distance
-from probcl.eval.suites import SUITES, EvalContext
+from probcl.eval.suites import SUITES
+from probcl.methods.capabilities import HasUncertainty
 
 # Real OOD sets tried by default for a training dataset (skipped with a note when not installed).
 DEFAULT_OOD_DATASETS = {
@@ -42,9 +44,9 @@ def _check_scores(id_scores, ood_scores) -> tuple[np.ndarray, np.ndarray]:
     ood_s = np.asarray(torch.as_tensor(ood_scores).detach().cpu(), dtype=np.float64).ravel()
     for name, s in (("in-distribution", id_s), ("out-of-distribution", ood_s)):
         if s.size == 0:
-            raise ValueError(f"no {name} scores: OOD metrics need at least one sample of each class")
+            raise ConfigError(f"no {name} scores: OOD metrics need at least one sample of each class")
         if not np.isfinite(s).all():
-            raise ValueError(f"{int((~np.isfinite(s)).sum())} {name} scores are NaN or infinite; "
+            raise ConfigError(f"{int((~np.isfinite(s)).sum())} {name} scores are NaN or infinite; "
                              f"the score function failed on those images")
     return id_s, ood_s
 
@@ -112,7 +114,7 @@ def mc_dropout_probs(probe: LinearProbe, features: torch.Tensor, p: float, passe
     """Softmax outputs (passes, N, C) of the probe with dropout (rate p, inverted scaling) on its
     standardized input features."""
     if not 0 <= p < 1:
-        raise ValueError(f"dropout rate must be in [0, 1), got {p}")
+        raise ConfigError(f"dropout rate must be in [0, 1), got {p}")
     generator = torch.Generator().manual_seed(seed)
     z = (features.float() - probe.mean) / probe.std
     out = []
@@ -132,19 +134,12 @@ def mutual_information(probs: torch.Tensor) -> torch.Tensor:
     return entropy(probs.mean(0)) - entropy(probs).mean(0)
 
 
-def method_uncertainty_fns(model) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
-    """The method's own per-image uncertainty functions: ``uncertainty``, or one per variant when the
-    method lists them in ``uncertainty_scores`` (e.g. TaU's ``neg_u`` / ``neg_u_squared``, passed as
-    ``score=``) or declares its ``score`` keyword as a Literal."""
-    if not getattr(model, "has_uncertainty", False):
+def method_uncertainty_fns(model: object) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """``{"uncertainty:NAME": images -> scores}`` for each score a :class:`HasUncertainty` method declares
+    (e.g. TaU's ``neg_u`` / ``neg_u_squared``); empty for other methods."""
+    if not isinstance(model, HasUncertainty):
         return {}
-    parameter = inspect.signature(model.uncertainty).parameters.get("score")
-    if parameter is None:
-        return {"uncertainty": model.uncertainty}
-    hint = typing.get_type_hints(type(model).uncertainty).get("score")
-    choices = getattr(model, "uncertainty_scores", None) or (
-        typing.get_args(hint) if typing.get_origin(hint) is typing.Literal else (parameter.default,))
-    return {f"uncertainty:{c}": partial(model.uncertainty, score=c) for c in choices}
+    return {f"uncertainty:{name}": partial(model.uncertainty, score=name) for name in model.uncertainty_scores}
 
 
 def histograms(scores: dict[str, torch.Tensor], bins: int) -> dict:
@@ -159,13 +154,26 @@ def histograms(scores: dict[str, torch.Tensor], bins: int) -> dict:
 
 # ----------------------------------------------------------------------------- suite
 
-def ood_sets(ctx: EvalContext, specs: Optional[list], id_data: TensorImages, max_images: Optional[int],
-             seed: int) -> tuple[dict, dict]:
+@dataclass
+class OodOptions:
+    datasets: Optional[list[str]] = None  # OOD sets (default: real sets for the training data + generated ones)
+    max_images: Annotated[Optional[int], AtLeast(1)] = None  # seeded subset of the ID test set and each OOD set
+    knn_k: list[Annotated[int, AtLeast(1)]] = field(default_factory=lambda: [1, 10, 200])  # k of kNN distances
+    mc_passes: Annotated[int, AtLeast(1)] = 20  # MC-dropout forward passes
+    dropout: Annotated[float, InRange(0, 1, high_open=True)] = 0.2  # MC-dropout rate on the probe's input
+    runs: Optional[list[str]] = None  # other runs of the same method: deep-ensemble MSP
+    seed: int = 0
+    histogram_bins: Annotated[int, AtLeast(1)] = 40
+
+
+def ood_sets(ctx: ModelOnData, specs: Optional[list[str]], id_data: TensorImages, max_images: Optional[int],
+             seed: int) -> tuple[dict[str, ImageSource], dict[str, str]]:
     """Named OOD datasets (requested or default) and the default ones skipped because not installed."""
     explicit = bool(specs)
-    if not explicit:
+    if not specs:
         specs = DEFAULT_OOD_DATASETS.get(ctx.model.cfg.data.dataset, []) + list(GENERATED)
-    sets, skipped = {}, {}
+    sets: dict[str, ImageSource] = {}
+    skipped = {}
     for spec in specs:
         if spec in GENERATED:
             sets[spec] = generated_set(spec, id_data, seed)
@@ -177,33 +185,30 @@ def ood_sets(ctx: EvalContext, specs: Optional[list], id_data: TensorImages, max
                 raise
             skipped[spec] = str(e).split(". ")[0]
             continue
-        if isinstance(data, TensorImages):
-            data = data.subset(subset_indices(len(data), max_images, seed))
-        sets[spec] = data
+        sets[spec] = data.seeded_subset(max_images, seed)
     if not sets:
-        raise ValueError("no OOD set available; pass --option ood.datasets=noise:gaussian,inverted,...")
+        raise ConfigError("no OOD set available; pass --option ood.datasets=noise:gaussian,inverted,...")
     return sets, skipped
 
 
-def _probe_probs(member: EvalContext, id_idx: torch.Tensor, sets: dict) -> dict[str, torch.Tensor]:
+def _probe_probs(member: ModelOnData, id_idx: torch.Tensor, sets: dict) -> dict[str, torch.Tensor]:
     _, probe = member.linear_probe()
     feats = {"id": member.features("test")[0][id_idx]}
-    feats.update({name: embed(member, data, f"ensemble member features: {name}")[0] for name, data in sets.items()})
+    feats.update({name: member.extract(data, f"ensemble member features: {name}")[0] for name, data in sets.items()})
     return {name: probe.logits(f).softmax(1) for name, f in feats.items()}
 
 
-@SUITES.register("ood")
-def ood_suite(ctx: EvalContext, datasets=None, max_images: Optional[int] = None, knn_k=(1, 10, 200),
-              mc_passes: int = 20, dropout: float = 0.2, runs=None, seed: int = 0, histogram_bins: int = 40) -> dict:
+@SUITES.register("ood", options=OodOptions, title="Out-of-distribution detection")
+def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
     """AUROC, AUPR-in/out and FPR95 of every outlier score (probe MSP, energy, kNN distance, MC-dropout,
     the method's uncertainty, a deep ensemble over ``runs``) against each OOD set."""
-    id_data, id_idx = id_test_images(ctx, max_images, seed)
-    sets, skipped = ood_sets(ctx, as_list(datasets), id_data, max_images, seed)
-    ks = [int(k) for k in as_list(knn_k)]
+    o = options
+    id_data, id_idx = id_test_images(ctx, o.max_images, o.seed)
+    sets, skipped = ood_sets(ctx, o.datasets, id_data, o.max_images, o.seed)
     _, probe = ctx.linear_probe()
     train_f = F.normalize(ctx.features("train")[0].float(), dim=1)
     features = {"id": ctx.features("test")[0][id_idx]}
-    features.update({name: embed(ctx, data, f"features: {name}")[0] for name, data in sets.items()})
+    features.update({name: ctx.extract(data, f"features: {name}")[0] for name, data in sets.items()})
     images = {"id": id_data, **sets}
     scores: dict[str, dict[str, torch.Tensor]] = {name: {} for name in features}
     uncertainty = method_uncertainty_fns(ctx.model)
@@ -211,16 +216,15 @@ def ood_suite(ctx: EvalContext, datasets=None, max_images: Optional[int] = None,
         logits = probe.logits(f)
         scores[name]["msp"] = msp_score(logits)
         scores[name]["energy"] = energy_score(logits)
-        for k in ks:
+        for k in o.knn_k:
             scores[name][f"knn{k}"] = knn_distance(train_f, F.normalize(f.float(), dim=1), k)
-        probs = mc_dropout_probs(probe, f, dropout, mc_passes, seed)
+        probs = mc_dropout_probs(probe, f, o.dropout, o.mc_passes, o.seed)
         scores[name]["mc_dropout_entropy"] = entropy(probs.mean(0))
         scores[name]["mc_dropout_mi"] = mutual_information(probs)
         for score_name, fn in uncertainty.items():
             scores[name][score_name] = extract(fn, images[name], ctx.batch_size, ctx.torch_device,
                                                f"{score_name}: {name}")[0].flatten()
-    members = [EvalContext(Path(r), ctx.device, ctx.batch_size, ctx.feature_layer, ctx.max_train, ctx.data_root,
-                           ctx.seed) for r in as_list(runs)]
+    members = [ctx.for_run(r) for r in o.runs or []]
     if members:
         member_probs = [{name: probe.logits(f).softmax(1) for name, f in features.items()}]
         member_probs += [_probe_probs(m, id_idx, sets) for m in members]
@@ -229,17 +233,17 @@ def ood_suite(ctx: EvalContext, datasets=None, max_images: Optional[int] = None,
     score_names = list(scores["id"])
     return {
         "sets": {name: {s: ood_metrics(scores["id"][s], scores[name][s]) for s in score_names} for name in sets},
-        "histograms": {s: histograms({name: scores[name][s] for name in scores}, histogram_bins) for s in score_names},
+        "histograms": {s: histograms({name: scores[name][s] for name in scores}, o.histogram_bins) for s in score_names},
         "protocol": ctx.protocol(
             positive="OOD (outlier scores: higher = more OOD)", fpr95=f"OOD accepted at {TPR_LEVEL:.0%} ID accepted",
             id_images=len(id_data), ood_images={name: len(data) for name, data in sets.items()},
             probe="offline linear probe of the `linear` suite", msp="-max softmax (Hendrycks & Gimpel 2017)",
             energy="-logsumexp(logits), T=1 (Liu et al. 2020)",
-            knn=f"mean Euclidean distance to the k nearest L2-normalized training features, k in {ks}",
-            mc_dropout=f"dropout p={dropout} on the probe's standardized input, {mc_passes} passes; "
+            knn=f"mean Euclidean distance to the k nearest L2-normalized training features, k in {o.knn_k}",
+            mc_dropout=f"dropout p={o.dropout} on the probe's standardized input, {o.mc_passes} passes; "
                        f"entropy of the mean prediction and BALD mutual information",
             method_uncertainty=list(uncertainty) or None,
             ensemble_runs=[str(ctx.run_dir)] + [str(m.run_dir) for m in members] if members else None,
-            generated=f"{', '.join(GENERATED)} from the ID test images, seed {seed}",
-            skipped=skipped or None, seed=seed),
+            generated=f"{', '.join(GENERATED)} from the ID test images, seed {o.seed}",
+            skipped=skipped or None, seed=o.seed),
     }

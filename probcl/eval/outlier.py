@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from probcl.errors import ConfigError
+
 
 def knn_distance(reference: torch.Tensor, queries: torch.Tensor, k: int = 10, chunk: int = 256) -> torch.Tensor:
     """Mean Euclidean distance (N_queries,) from each query to its ``k`` nearest ``reference`` rows.
@@ -17,7 +19,7 @@ def knn_distance(reference: torch.Tensor, queries: torch.Tensor, k: int = 10, ch
     reference, queries = reference.double(), queries.double()
     k = min(k, len(reference))
     if k < 1:
-        raise ValueError("kNN distance needs at least one reference embedding")
+        raise ConfigError("kNN distance needs at least one reference embedding")
     out = []
     for start in range(0, len(queries), chunk):
         dist = torch.cdist(queries[start:start + chunk], reference)
@@ -28,7 +30,7 @@ def knn_distance(reference: torch.Tensor, queries: torch.Tensor, k: int = 10, ch
 def threshold_at_tpr(in_distribution_scores: torch.Tensor, tpr: float = 0.95) -> float:
     """The outlier-score threshold that accepts (score <= threshold) a ``tpr`` share of in-distribution items."""
     if not 0 < tpr <= 1:
-        raise ValueError(f"tpr must be in (0, 1], got {tpr}")
+        raise ConfigError(f"tpr must be in (0, 1], got {tpr}")
     if len(in_distribution_scores) == 0:
-        raise ValueError("no in-distribution scores to choose a threshold from")
+        raise ConfigError("no in-distribution scores to choose a threshold from")
     return float(torch.quantile(in_distribution_scores.double(), tpr))

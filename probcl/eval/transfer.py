@@ -2,9 +2,13 @@
 linear probe is fitted on dataset B's training images and tested on B's test images."""
 from __future__ import annotations
 
-from probcl.eval.inputs import as_list
+from dataclasses import dataclass
+from typing import Optional
+
+from probcl.errors import ConfigError, DatasetError
+from probcl.eval.context import ModelOnData
 from probcl.eval.linear import linear_probe
-from probcl.eval.suites import SUITES, EvalContext
+from probcl.eval.suites import SUITES
 
 DEFAULT_TARGETS = {
     "fashion-mnist": ["digits"], "mnist": ["fashion-mnist"], "digits": ["fashion-mnist"],
@@ -12,20 +16,27 @@ DEFAULT_TARGETS = {
 }
 
 
-@SUITES.register("transfer")
-def transfer_suite(ctx: EvalContext, datasets=None, seed: int = 0) -> dict:
+@dataclass
+class TransferOptions:
+    datasets: Optional[list[str]] = None  # target dataset specs (default: one per training dataset)
+    seed: int = 0
+
+
+@SUITES.register("transfer", options=TransferOptions, title="Transfer")
+def transfer_suite(ctx: ModelOnData, options: TransferOptions) -> dict:
     """Top-1/top-5 (%) of a linear probe on each target dataset's frozen features."""
+    seed = options.seed
     source = ctx.model.cfg.data.dataset
-    targets = as_list(datasets) or DEFAULT_TARGETS.get(source)
+    targets = options.datasets or DEFAULT_TARGETS.get(source)
     if not targets:
-        raise ValueError(f"no default transfer target for {source}; pass --option transfer.datasets=SPEC[,SPEC]")
+        raise ConfigError(f"no default transfer target for {source}; pass --option transfer.datasets=SPEC[,SPEC]")
     result: dict = {}
     images = {}
     for spec in targets:
         train_f, train_y = ctx.features("train", spec)
         test_f, test_y = ctx.features("test", spec)
         if (train_y < 0).any() or (test_y < 0).any():
-            raise ValueError(f"transfer target {spec} has unlabeled images; it needs class labels")
+            raise DatasetError(f"transfer target {spec} has unlabeled images; it needs class labels")
         classes = int(max(train_y.max(), test_y.max())) + 1
         probe_result, _ = linear_probe(train_f, train_y, test_f, test_y, classes, seed=seed)
         result[spec] = {k: v for k, v in probe_result.items() if k != "protocol"}

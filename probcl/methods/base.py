@@ -7,7 +7,8 @@ no gradient to the encoder), stops on a non-finite loss, and builds the optimise
 the warm-up + cosine schedule. A method with momentum (target) networks declares them in
 :meth:`SSLMethod.momentum_pairs` and its EMA rate in :meth:`SSLMethod.momentum`; the base
 class applies the update after every optimiser step. Methods expose ``embed`` (backbone
-features), ``project`` (projection-head output) and, where they have one, ``uncertainty``.
+features) and ``project`` (projection-head output); what else they can do they declare with
+the mixins of :mod:`probcl.methods.capabilities` (uncertainty, stochastic encoder, energy).
 """
 from __future__ import annotations
 
@@ -71,7 +72,6 @@ class SSLMethod(pl.LightningModule, Generic[P]):
     """
 
     Params: ClassVar[type] = NoParams
-    has_uncertainty: ClassVar[bool] = False
     divergence_hint: ClassVar[str] = "lower optim.lr, or raise the temperature"
     hp: P
 
@@ -146,10 +146,6 @@ class SSLMethod(pl.LightningModule, Generic[P]):
     def project(self, images: torch.Tensor) -> torch.Tensor:
         """Projection-head output (N, d) of uint8 or [0, 1] float images."""
         return self.projector(self.embed(images))
-
-    def uncertainty(self, images: torch.Tensor) -> torch.Tensor:
-        """Per-image uncertainty (higher = more uncertain), for methods that define one."""
-        raise NotImplementedError(f"method {self.cfg.method!r} has no uncertainty score")
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.embed(images)

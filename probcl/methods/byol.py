@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from probcl.config import AtLeast, InRange, Positive
 from probcl.losses.normalized_mse import byol_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
+from probcl.methods.capabilities import DirectionalEncoder
 from probcl.methods.collapse import CollapseParams, CollapseWatch
 from torch import nn
 
@@ -35,7 +36,7 @@ class BYOLParams(CollapseParams):
 
 
 @METHODS.register("byol")
-class BYOL(SSLMethod[BYOLParams]):
+class BYOL(DirectionalEncoder, SSLMethod[BYOLParams]):
     """BYOL; subclasses reuse :meth:`online` and :meth:`target`; the target follows by the cosine EMA."""
 
     divergence_hint = "lower optim.lr, or raise method_args.tau_base"
@@ -56,7 +57,8 @@ class BYOL(SSLMethod[BYOLParams]):
 
     def encoder_mean(self, images: torch.Tensor) -> torch.Tensor:
         """Normalized prediction n(q(g(f(x)))) of uint8/[0,1] images: the mean direction mu_e of BYOL's
-        encoder in the CEB view (CEB paper Eq. 13), used by the local Lipschitz evaluation."""
+        encoder in the CEB view (CEB paper Eq. 13): BYOL is a deterministic :class:`DirectionalEncoder`,
+        measured by the local Lipschitz evaluation with the suite's stated kappa."""
         return F.normalize(self.predictor(self.project(images)), dim=1)
 
     @torch.no_grad()

@@ -26,6 +26,7 @@ from probcl.losses.ceb import residual_information, vmf_precision
 from probcl.losses.normalized_mse import normalized_mse
 from probcl.methods.base import METHODS, StepOutput
 from probcl.methods.byol import BYOL, BYOLParams
+from probcl.methods.capabilities import StochasticEncoder
 from probcl.models.heads import mlp
 
 
@@ -39,7 +40,7 @@ class CBYOLParams(BYOLParams):
 
 
 @METHODS.register("c-byol")
-class CBYOL(BYOL):
+class CBYOL(StochasticEncoder, BYOL):
     """BYOL's online/target networks plus l (linear) and m (MLP); see the module docstring."""
 
     Params = CBYOLParams

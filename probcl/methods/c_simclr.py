@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from probcl.config import ConfigError, NonNegative, Positive
 from probcl.losses.ceb import Candidates, c_simclr_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
+from probcl.methods.capabilities import StochasticEncoder
 
 
 @dataclass
@@ -34,7 +35,7 @@ class CSimCLRParams:
 
 
 @METHODS.register("c-simclr")
-class CSimCLR(SSLMethod[CSimCLRParams]):
+class CSimCLR(StochasticEncoder, SSLMethod[CSimCLRParams]):
     """h = f(x), r = normalize(g(h)); loss = mean over both directions of beta I(X;Z|Y) - I(Y;Z)."""
 
     divergence_hint = "lower optim.lr, or lower method_args.beta / kappa_e"

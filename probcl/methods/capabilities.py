@@ -6,10 +6,13 @@ probabilistic ones add one or more of the mixins below, and every consumer (the 
 ``isinstance(model, Capability)``; nothing probes a model with ``hasattr``/``getattr``.
 
 - :class:`HasUncertainty`: named per-image uncertainty scores (higher = more uncertain).
+- :class:`DirectionalEncoder`: the unit mean direction of the encoder e(z|x) that the objective
+  compares (CEB's view of a deterministic method: a vMF with an unstated concentration).
 - :class:`StochasticEncoder`: a von Mises-Fisher encoder e(z|x) = vMF(mean(x), kappa_e).
 - :class:`EnergyModel`: an image energy E(x) and the SGLD settings that sample from exp(-E).
 
-Images are uint8 or [0, 1] float tensors (N, C, H, W), as for ``embed``.
+Images are uint8 or [0, 1] float tensors (N, C, H, W), as for ``embed``, unless a method says
+it takes *normalized* network inputs.
 """
 from __future__ import annotations
 
@@ -41,7 +44,15 @@ class HasUncertainty(ABC):
         return score
 
 
-class StochasticEncoder(ABC):
+class DirectionalEncoder(ABC):
+    """An encoder whose output the objective compares as a unit direction (CEB paper Eq. 13-14)."""
+
+    @abstractmethod
+    def encoder_mean(self, images: torch.Tensor) -> torch.Tensor:
+        """Unit mean directions (N, d) of e(z|x)."""
+
+
+class StochasticEncoder(DirectionalEncoder):
     """A von Mises-Fisher encoder e(z|x) = vMF(encoder_mean(x), encoder_concentration) (CEB Eq. 14)."""
 
     @property
@@ -49,17 +60,17 @@ class StochasticEncoder(ABC):
     def encoder_concentration(self) -> float:
         """kappa_e of e(z|x)."""
 
-    @abstractmethod
-    def encoder_mean(self, images: torch.Tensor) -> torch.Tensor:
-        """Unit mean directions (N, d) of e(z|x)."""
-
 
 class EnergyModel(ABC):
-    """An energy-based model of images: q(x) ~ exp(-E(x)), sampled with proximal SGLD."""
+    """An energy-based model of images: q(x) ~ exp(-E(x; reference)), sampled with proximal SGLD."""
+
+    @abstractmethod
+    def energy_reference(self, views: torch.Tensor) -> torch.Tensor:
+        """The reference (M, d) that defines the energy, from *normalized* views of real images."""
 
     @abstractmethod
     def image_energy(self, images: torch.Tensor, z_ref: torch.Tensor) -> torch.Tensor:
-        """Energy (N,) of *normalized* network inputs given reference projections ``z_ref`` (M, d)."""
+        """Energy (N,) of *normalized* network inputs given a reference from :meth:`energy_reference`."""
 
     @abstractmethod
     def sgld_settings(self) -> MSGLDConfig:

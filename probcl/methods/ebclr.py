@@ -17,6 +17,7 @@ from probcl.config import AtLeast, ConfigError, NonNegative, Positive, Probabili
 from probcl.core.distributed import gather_with_grad, world_size
 from probcl.losses.ebclr import ebclr_loss, energy
 from probcl.methods.base import METHODS, SSLMethod, StepOutput, TrainingDivergedError
+from probcl.methods.capabilities import EnergyModel
 from probcl.samplers.sgld import MSGLDConfig, MultiStageSGLD, ProposalFn, ReplayBuffer
 
 BUFFER_KEY = "ebclr_replay_buffer"
@@ -42,7 +43,7 @@ class EBCLRParams:
 
 
 @METHODS.register("ebclr")
-class EBCLR(SSLMethod[EBCLRParams]):
+class EBCLR(EnergyModel, SSLMethod[EBCLRParams]):
     """Discriminative term (Eq. 18) + lambda x generative EBM term (Eq. 13-14, energy Eq. 20) with MSGLD."""
 
     divergence_hint = ("lower method_args.sgld.step_size (alpha), tighten method_args.sgld.clamp (delta), "
@@ -60,9 +61,17 @@ class EBCLR(SSLMethod[EBCLRParams]):
         if world_size() > 1:  # one buffer per rank, holding its share of the entries
             self.sampler.buffer = self._new_buffer(math.ceil(self.hp.buffer_size / world_size()))
 
+    def energy_reference(self, views: torch.Tensor) -> torch.Tensor:
+        """Projections (M, d) of normalized second views v'_m: the reference of Eq. 20."""
+        return self.projector(self.backbone(views))
+
     def image_energy(self, images: torch.Tensor, z_ref: torch.Tensor) -> torch.Tensor:
         """Energy of Eq. 20 of normalized network inputs given reference projections (M, d)."""
         return energy(self.projector(self.backbone(images)), z_ref, self.hp.temperature)
+
+    def sgld_settings(self) -> MSGLDConfig:
+        """The multi-stage SGLD settings of ``method_args.sgld`` (Eq. 21-22)."""
+        return self.hp.sgld
 
     def _proposal_fn(self, images: torch.Tensor) -> ProposalFn:
         """q0 for re-initialised chains: fresh first views of random batch images, or uniform pixels."""

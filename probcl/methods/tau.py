@@ -25,6 +25,7 @@ from torch import nn
 from probcl.config import Config, ConfigError, Positive
 from probcl.losses.tau import inverse_temperature, tau_info_nce_loss, tau_nt_xent_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
+from probcl.methods.capabilities import HasUncertainty
 from probcl.methods.components import QueueParams, moco_head
 from probcl.methods.moco import MomentumContrast, Queries
 from probcl.models.heads import projection_head, temperature_head
@@ -42,7 +43,7 @@ def uncertainty_from_u(u: torch.Tensor, score: str = "neg_u") -> torch.Tensor:
         return -u
     if score == "neg_u_squared":
         return -u.square()
-    raise ValueError(f"unknown TaU uncertainty score {score!r}; valid: {', '.join(UNCERTAINTY_SCORES)}")
+    raise ConfigError(f"unknown TaU uncertainty score {score!r}; valid: {', '.join(UNCERTAINTY_SCORES)}")
 
 
 @dataclass
@@ -67,10 +68,9 @@ def constant_u_at_start(head: nn.Sequential) -> nn.Sequential:
     return head
 
 
-class TemperatureAsUncertainty:
+class TemperatureAsUncertainty(HasUncertainty):
     """Shared by the TaU methods: ``self.projector`` maps backbone features to [embedding, u]."""
 
-    has_uncertainty: ClassVar[bool] = True
     uncertainty_scores: ClassVar[tuple[str, ...]] = UNCERTAINTY_SCORES
     divergence_hint: ClassVar[str] = "lower optim.lr (the paper uses 1e-4 for TaU) or raise method_args.scale"
 
@@ -87,9 +87,10 @@ class TemperatureAsUncertainty:
         """Pre-sigmoid temperature output u (N,): the inverse temperature is sigmoid(u) / scale."""
         return self.split(self.embed(images))[1]
 
-    def uncertainty(self, images: torch.Tensor, score: str = "neg_u") -> torch.Tensor:
-        """Per-image uncertainty (higher = more uncertain); ``score`` is one of ``UNCERTAINTY_SCORES``."""
-        return uncertainty_from_u(self.raw_u(images), score)
+    def uncertainty(self, images: torch.Tensor, score: Optional[str] = None) -> torch.Tensor:
+        """Per-image uncertainty (higher = more uncertain); ``score`` is one of ``UNCERTAINTY_SCORES``
+        (default ``neg_u``)."""
+        return uncertainty_from_u(self.raw_u(images), self.uncertainty_score_name(score))
 
     def temperature_logs(self, u: torch.Tensor) -> dict[str, torch.Tensor]:
         u = u.detach()

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from probcl.core.io import atomic_write_text, read_json
+from probcl.core.registry import Registry
+from probcl.core.runs import RunPaths, epoch_curve
+from probcl.eval import SUITES
 from probcl.report import plots
 from probcl.report.document import Document
-from probcl.core.runs import RunPaths, epoch_curve
+from probcl.report.figures import FIGURES, slug
 
-HISTOGRAM_SCORES = ("msp", "energy", "knn10")
-SUITE_TITLES = {
-    "linear": "Linear probe", "knn": "kNN", "calibration": "Calibration", "adversarial": "Adversarial robustness",
-    "corruptions": "Corruption robustness", "fewshot": "Few labels", "transfer": "Transfer",
-    "efficiency": "Sample efficiency", "lipschitz": "Local Lipschitz estimates",
-}
+TableHook = Callable[[Document, dict, str], None]
+TABLES: Registry[TableHook] = Registry("suite tables")  # suites whose metrics need their own table layout
 
 
 def format_stat(stat: Optional[dict]) -> str:
@@ -39,10 +38,6 @@ def dotted(tree: dict, prefix: str = "") -> dict:
     return out
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in text).strip("-").lower()
-
-
 def _cell_eval(root: Path, cell: dict) -> dict:
     return read_json(RunPaths(root / cell["run_dir"]).eval, {})
 
@@ -61,21 +56,24 @@ def headline_table(doc: Document, results: dict, headline: dict[str, str]) -> No
 
 
 def suite_tables(doc: Document, results: dict) -> None:
-    """One table per suite: metrics as rows, methods as columns (OOD: one table per set and metric)."""
+    """One table per suite result key: metrics as rows, methods as columns, unless the suite registers
+    its own layout in ``TABLES``."""
     groups = results["groups"]
-    suites = list(dict.fromkeys(k.split("/")[0] for g in groups.values() for k in g["metrics"]))
-    for suite in suites:
-        if suite == "train":
+    keys_of = list(dict.fromkeys(k.split("/")[0] for g in groups.values() for k in g["metrics"]))
+    for key in keys_of:
+        suite = key.split("@")[0]
+        if suite not in SUITES:  # e.g. train/seconds_per_epoch
             continue
-        if suite.split("@")[0] == "ood":
-            ood_tables(doc, results, suite)
+        if suite in TABLES:
+            TABLES.get(suite)(doc, results, key)
             continue
-        keys = list(dict.fromkeys(k for g in groups.values() for k in g["metrics"] if k.split("/")[0] == suite))
-        doc.heading(SUITE_TITLES.get(suite.split("@")[0], suite), 3)
+        metrics = list(dict.fromkeys(k for g in groups.values() for k in g["metrics"] if k.split("/")[0] == key))
+        doc.heading(SUITES.get(suite).title + (f" ({key.split('@')[1]} features)" if "@" in key else ""), 3)
         doc.table(["metric", *groups], [[k.split("/", 1)[1], *(format_stat(g["metrics"].get(k)) for g in groups.values())]
-                                        for k in keys])
+                                        for k in metrics])
 
 
+@TABLES.register("ood")
 def ood_tables(doc: Document, results: dict, suite: str) -> None:
     groups = results["groups"]
     entries: dict[tuple[str, str], dict[str, dict]] = {}  # (set, metric) -> {score: {group: stat}}
@@ -87,7 +85,7 @@ def ood_tables(doc: Document, results: dict, suite: str) -> None:
             set_and_score, _, metric = rest[len("sets."):].rpartition(".")
             set_name, _, score = set_and_score.rpartition(".")
             entries.setdefault((set_name, metric), {}).setdefault(score, {})[name] = stat
-    doc.heading("Out-of-distribution detection", 3)
+    doc.heading(SUITES.get("ood").title, 3)
     doc.paragraph("Outlier scores (higher = more OOD); AUROC/AUPR-out with OOD positive; FPR95 = share of OOD "
                   "accepted when 95% of in-distribution test images are accepted (lower is better).")
     for (set_name, metric), by_score in entries.items():
@@ -98,73 +96,29 @@ def ood_tables(doc: Document, results: dict, suite: str) -> None:
 
 
 def figures(doc: Document, results: dict, root: Path) -> None:
+    """Training curves, then each benchmarked suite's figures from its registered hook."""
     plot_dir = root / "plots"
     groups = list(results["groups"])
     for key, label in (("monitor/knn_top1", "kNN top-1 % (online monitor)"), ("monitor/probe_top1", "online probe top-1 %")):
         series = {g: _mean_curve([epoch_curve(root / c["run_dir"], key) for c in _group_cells(results, g)]) for g in groups}
         if any(series.values()):
             path = plots.curves({g: [(e + 1, v) for e, v in s] for g, s in series.items()},
-                                plot_dir / f"curve-{_slug(key)}.png", label, "training curves (mean over seeds)")
+                                plot_dir / f"curve-{slug(key)}.png", label, "training curves (mean over seeds)")
             doc.figure(path, f"{label} per epoch, mean over seeds")
     evals = {g: [_cell_eval(root, c) for c in _group_cells(results, g)] for g in groups}
-    adversarial = {g: [e["adversarial"] for e in ev if "adversarial" in e] for g, ev in evals.items()}
-    for attack in ("fgsm", "pgd"):
-        series = {g: _attack_curve(runs, attack) for g, runs in adversarial.items() if runs}
-        if series:
-            doc.figure(plots.curves(series, plot_dir / f"adversarial-{attack}.png", "robust top-1 %",
-                                    f"{attack.upper()}", xlabel="eps (x 1/255)"), f"{attack.upper()} robust accuracy vs eps")
-    corruption = {g: [e["corruptions"] for e in ev if "corruptions" in e] for g, ev in evals.items()}
-    series = {g: _severity_curve(runs) for g, runs in corruption.items() if runs}
-    if series:
-        doc.figure(plots.curves(series, plot_dir / "corruptions.png", "top-1 %", "mean over corruptions",
-                                xlabel="severity (0 = clean)"), "corruption accuracy vs severity, mean over corruptions")
-    for g, ev in evals.items():
-        bins = [e["calibration"]["bins"] for e in ev if "calibration" in e]
-        if bins:
-            pooled = _pool_bins(bins)
-            doc.figure(plots.reliability_diagram(pooled, plot_dir / f"reliability-{_slug(g)}.png", g),
-                       f"{g}: reliability diagram (test predictions of all seeds pooled)")
-    for g, ev in evals.items():
-        hist = next((e["ood"]["histograms"] for e in ev if "ood" in e), None)
-        if hist:
-            scores = [s for s in hist if s in HISTOGRAM_SCORES or s.startswith("uncertainty")]
-            doc.figure(plots.score_histograms(hist, plot_dir / f"ood-{_slug(g)}.png", g, scores),
-                       f"{g}: OOD score distributions (first seed)")
-    lipschitz_runs = {g: root / cells[0]["run_dir"] for g in groups
-                      if (cells := _group_cells(results, g)) and (RunPaths(root / cells[0]["run_dir"]).plots / "lipschitz.npz").exists()}
-    if lipschitz_runs:
-        from probcl.report.lipschitz import plot_lipschitz_histograms
-
-        doc.figure(plot_lipschitz_histograms(lipschitz_runs, plot_dir / "lipschitz.png"),
-                   "local Lipschitz estimates per perturbation (first seed; lower = smoother)")
+    for suite in results["config"]["suites"]:
+        if suite not in FIGURES:
+            continue
+        per_group = {g: [e[suite] for e in ev if suite in e] for g, ev in evals.items()}
+        per_group = {g: runs for g, runs in per_group.items() if runs}
+        if per_group:
+            for path, caption in FIGURES.get(suite)(per_group, plot_dir):
+                doc.figure(path, caption)
 
 
 def _mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]:
     epochs = sorted(set.intersection(*(set(dict(c)) for c in curves))) if curves and all(curves) else []
     return [(e, statistics.fmean(dict(c)[e] for c in curves)) for e in epochs]
-
-
-def _attack_curve(runs: list[dict], attack: str) -> list[tuple[float, float]]:
-    eps = sorted(float(k[3:]) for k in runs[0][attack])
-    points = [(0.0, statistics.fmean(r["clean_top1"] for r in runs))]
-    return points + [(e, statistics.fmean(r[attack][f"eps{e:g}"] for r in runs)) for e in eps]
-
-
-def _severity_curve(runs: list[dict]) -> list[tuple[float, float]]:
-    points = [(0, statistics.fmean(r["clean_top1"] for r in runs))]
-    for s in range(5):
-        points.append((s + 1, statistics.fmean(statistics.fmean(v[s] for v in r["per_severity"].values()) for r in runs)))
-    return points
-
-
-def _pool_bins(bins: list[dict]) -> dict:
-    """Reliability bins of several runs merged as if their predictions were one set."""
-    n = len(bins[0]["count"])
-    count = [sum(b["count"][m] for b in bins) for m in range(n)]
-    pooled = {"count": count}
-    for key in ("accuracy", "confidence"):
-        pooled[key] = [sum(b["count"][m] * b[key][m] for b in bins) / count[m] if count[m] else 0.0 for m in range(n)]
-    return pooled
 
 
 def write_report(results: dict, root: Path, headline: dict[str, str]) -> tuple[Path, Path]:

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from probcl.errors import ConfigError
 
 DPI = 110
 
@@ -45,7 +47,7 @@ def score_histograms(histograms: dict[str, dict], path: str | Path, title: str =
     """One panel per score: the normalized score distribution of the ID set and of each OOD set."""
     names = [s for s in (scores or list(histograms)) if s in histograms]
     if not names:
-        raise ValueError("no histogram to plot")
+        raise ConfigError("no histogram to plot")
     fig = Figure(figsize=(3.6 * len(names), 3.0))
     axes = fig.subplots(1, len(names), squeeze=False)[0]
     for ax, name in zip(axes, names):
@@ -60,7 +62,7 @@ def score_histograms(histograms: dict[str, dict], path: str | Path, title: str =
     return save_figure(fig, path)
 
 
-def curves(series: dict[str, Sequence[tuple[float, float]]], path: str | Path, ylabel: str, title: str = "",
+def curves(series: Mapping[str, Sequence[tuple[float, float]]], path: str | Path, ylabel: str, title: str = "",
            xlabel: str = "epoch") -> Path:
     """Line plot of named (x, y) series, e.g. per-epoch kNN accuracy of several methods."""
     fig = Figure(figsize=(5.5, 3.6))

@@ -111,8 +111,7 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
         raise ConfigError(f"{path}: reference {bench.reference!r} is not one of the methods ({', '.join(bench.methods)})")
     if bench.suites == ["all"]:
         bench.suites = SUITES.names()
-    for suite in list(bench.suites) + list(bench.suite_options):
-        SUITES.get(suite)
+    SUITES.parse_all(bench.suites, bench.suite_options)  # unknown suites, options and bad values fail here
     return bench, Path(path).parent
 
 
@@ -259,8 +258,9 @@ def evaluate_cell(bench: BenchmarkConfig, cell: Cell, root: Path) -> list[str]:
     missing = [s for s in bench.suites if s not in done]
     if missing:
         e = bench.eval
-        evaluate_run(run_dir, missing, e.device, e.batch_size, "backbone", e.max_train, e.data_root,
-                     cell_suite_options(bench, cell, root))
+        options = {name: opts for name, opts in cell_suite_options(bench, cell, root).items() if name in missing}
+        evaluate_run(run_dir, missing, e.device, e.batch_size, "backbone", e.max_train, e.data_root, options,
+                     figures=False)
     return missing
 
 

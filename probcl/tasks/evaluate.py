@@ -1,61 +1,56 @@
 """`probcl evaluate`: run evaluation suites on a run and merge their results into eval.json."""
 from __future__ import annotations
 
-import inspect
 import time
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Optional
 
-from probcl.eval import SUITES, EvalContext
+from probcl.eval import SUITES, ModelOnData
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.runs import RunLock, RunPaths, find_checkpoint
-from probcl.errors import ConfigError
 
 
 def evaluate_run(run_dir: str | Path, suites: list[str], device: str = "auto", batch_size: int = 512,
                  feature_layer: str = "backbone", max_train: Optional[int] = None, data_root: Optional[str] = None,
-                              options: Optional[dict[str, dict[str, Any]]] = None) -> dict:
+                 options: Optional[dict[str, dict[str, Any]]] = None, seed: int = 0, num_workers: int = 0,
+                 figures: bool = True) -> dict:
     """Run ``suites`` (names, or ``all``) and merge the results into the run's eval.json.
 
     Results are keyed ``suite`` for backbone features and ``suite@layer`` for other layers.
+    Suite names and ``options`` are validated before any work. With ``figures``, the figures of the
+    suites run are drawn into RUN/plots (see :mod:`probcl.report.figures`).
     """
-    find_checkpoint(run_dir)  # clear error before any work
     names = SUITES.names() if suites == ["all"] else suites
-    options = options or {}
-    check_suite_options(names, options)
+    parsed = SUITES.parse_all(names, options)
+    find_checkpoint(run_dir)  # clear error before any work
     with RunLock(run_dir, "evaluate") if Path(run_dir).is_dir() else nullcontext():
-        return _evaluate(Path(run_dir), names, options, EvalContext(Path(run_dir), device, batch_size, feature_layer,
-                                                                    max_train, data_root))
+        ctx = ModelOnData(Path(run_dir), device, batch_size, feature_layer, max_train, data_root, seed, num_workers)
+        return _evaluate(Path(run_dir), names, parsed, ctx, feature_layer, figures)
 
 
-def check_suite_options(names: list[str], options: dict[str, dict[str, Any]]) -> None:
-    """Raise ConfigError for an unknown suite, an option of a suite not being run, or an unknown option."""
-    for name in names:
-        SUITES.get(name)
-    for suite, given in options.items():
-        if suite not in names:
-            raise ConfigError(f"--option {suite}.* is for suite {suite!r}, which is not being run "
-                              f"(running: {', '.join(names)}); add it to --suite or drop the option")
-        accepted = [p for p in inspect.signature(SUITES.get(suite)).parameters if p != "ctx"]
-        unknown = sorted(set(given) - set(accepted))
-        if unknown:
-            raise ConfigError(f"unknown option(s) {', '.join(f'{suite}.{k}' for k in unknown)}; valid options of "
-                              f"{suite}: {', '.join(accepted) or 'none'}")
-
-
-def _evaluate(run_dir: Path, names: list[str], options: dict[str, dict[str, Any]], ctx: EvalContext) -> dict:
+def _evaluate(run_dir: Path, names: list[str], parsed: dict[str, Any], ctx: ModelOnData, feature_layer: str,
+              figures: bool) -> dict:
     paths = RunPaths(run_dir)
     results = read_json(paths.eval, {})
     for name in names:
         start = time.perf_counter()
-        result = SUITES.get(name)(ctx, **options.get(name, {}))
+        result = SUITES.get(name).run(ctx, parsed[name])
         result.setdefault("protocol", {})["seconds"] = round(time.perf_counter() - start, 2)
         result["protocol"]["checkpoint"] = ctx.model.checkpoint_meta
-        key = name if ctx.feature_layer == "backbone" else f"{name}@{ctx.feature_layer}"
-        results[key] = result
+        results[result_key(name, feature_layer)] = result
         atomic_write_json(paths.eval, results)
+    if figures:
+        from probcl.report.figures import render_run_figures
+
+        render_run_figures({name: results[result_key(name, feature_layer)] for name in names},
+                           result_key(ctx.method, feature_layer), paths.plots)
     return {k: results[k] for k in results if k.split("@")[0] in names}
+
+
+def result_key(suite: str, feature_layer: str) -> str:
+    """The key of a suite's result in eval.json: ``suite``, or ``suite@layer`` for non-backbone features."""
+    return suite if feature_layer == "backbone" else f"{suite}@{feature_layer}"
 
 
 PLOT_DATA_KEYS = ("protocol", "histograms", "bins", "curves", "plot")  # not metrics: skipped by scalar_metrics

@@ -16,8 +16,10 @@ import torch
 
 from probcl.data.datasets import ImageSource, load_dataset
 from probcl.report.plots import save_figure
-from probcl.losses.ebclr import energy
-from probcl.samplers.sgld import MSGLDConfig, proximal_sgld
+from probcl.errors import ConfigError
+from probcl.methods.base import SSLMethod
+from probcl.methods.capabilities import EnergyModel
+from probcl.samplers.sgld import proximal_sgld
 
 Start = Literal["noise", "data"]
 
@@ -31,10 +33,11 @@ class DrawnSamples:
     initial_energies: torch.Tensor  # (N,) of the starting points
 
 
-def sampler_settings(model) -> tuple[MSGLDConfig, float]:
-    """The run's SGLD settings (EBCLR runs) or the paper's defaults, and its temperature."""
-    sgld = getattr(model.hp, "sgld", None)
-    return (sgld if isinstance(sgld, MSGLDConfig) else MSGLDConfig()), float(getattr(model.hp, "temperature", 0.1))
+def energy_model_methods() -> list[str]:
+    """Names of the registered methods that declare :class:`EnergyModel`."""
+    from probcl.methods import METHODS
+
+    return [name for name in METHODS.names() if issubclass(METHODS.get(name), EnergyModel)]
 
 
 def _random_images(data: ImageSource, count: int, generator: torch.Generator) -> torch.Tensor:
@@ -43,7 +46,7 @@ def _random_images(data: ImageSource, count: int, generator: torch.Generator) ->
 
 
 @torch.no_grad()
-def draw_samples(model, data: ImageSource, num: int = 64, steps: int = 200, start: Start = "noise",
+def draw_samples(model: SSLMethod, data: ImageSource, num: int = 64, steps: int = 200, start: Start = "noise",
                  step_size: Optional[float] = None, clamp: Optional[float] = None, sigma: Optional[float] = None,
                  reference_size: int = 256, seed: int = 0) -> DrawnSamples:
     """Run proximal SGLD on the energy of ``model`` for ``steps`` steps from noise or data views.
@@ -52,9 +55,12 @@ def draw_samples(model, data: ImageSource, num: int = 64, steps: int = 200, star
     unset SGLD settings default to the run's (sigma: its sigma_min, the low-noise end of Eq. 22).
     Seeds torch's global generator with ``seed`` (views and SGLD noise draw from it).
     """
+    if not isinstance(model, EnergyModel):
+        raise ConfigError(f"method {model.cfg.method!r} has no energy model to sample from; "
+                          f"`probcl sample` needs a run of: {', '.join(energy_model_methods())}")
     if start not in ("noise", "data"):
-        raise ValueError(f"start must be 'noise' or 'data', got {start!r}")
-    settings, temperature = sampler_settings(model)
+        raise ConfigError(f"start must be 'noise' or 'data', got {start!r}")
+    settings = model.sgld_settings()
     step_size = settings.step_size if step_size is None else step_size
     clamp = settings.clamp if clamp is None else clamp
     sigma = settings.sigma_min if sigma is None else sigma
@@ -62,7 +68,7 @@ def draw_samples(model, data: ImageSource, num: int = 64, steps: int = 200, star
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     reference = model.views.view(_random_images(data, reference_size, generator).to(device), 1)
-    z_ref = model.projector(model.backbone(reference))
+    z_ref = model.energy_reference(reference)
     low, high = model.normalizer.bounds()
     if start == "data":
         init = model.views.view(_random_images(data, num, generator).to(device), 0)
@@ -72,7 +78,7 @@ def draw_samples(model, data: ImageSource, num: int = 64, steps: int = 200, star
     init = torch.clamp(init, low, high)
 
     def energy_fn(v: torch.Tensor) -> torch.Tensor:
-        return energy(model.projector(model.backbone(v)), z_ref, temperature)
+        return model.image_energy(v, z_ref)
 
     trace = proximal_sgld(energy_fn, init, steps, step_size, clamp, sigma, (low, high))
     return DrawnSamples(model.normalizer.inverse(trace.samples).clamp(0, 1).cpu(),

@@ -18,21 +18,20 @@ import csv
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Optional
+from typing import IO, Any, Callable, Optional
 
 import torch
-import torch.nn.functional as F
-from torch.utils.data import DataLoader
 
-from probcl.config import ConfigError
-from probcl.data.datasets import TensorImages, collate_skip_corrupt, load_dataset, random_subset
+from probcl.core.io import atomic_write, atomic_write_json
+from probcl.data.datasets import ImageSource, Split
+from probcl.errors import ConfigError, DatasetError
+from probcl.eval.context import ModelOnData
 from probcl.eval.linear import linear_probe
 from probcl.eval.outlier import knn_distance, threshold_at_tpr
-from probcl.core.io import atomic_write, atomic_write_json
-from probcl.core.progress import progress
-from probcl.core.runs import load, resolve_device
+from probcl.methods.capabilities import HasUncertainty
 
 PROBES = ("online", "offline", "none")
+SPLITS = ("all", "train", "test")
 FORMATS = {".csv": "csv", ".parquet": "parquet"}
 
 
@@ -44,14 +43,17 @@ class ScoreOptions:
     tpr: float = 0.95
     probe: str = "online"  # online | offline | none
     uncertainty_score: Optional[str] = None  # a method-specific score name (e.g. TaU: neg_u, neg_u_squared)
-    split: str = "all"  # split of the scored data: all | train | test
+    split: Split = "all"  # split of the scored data: all | train | test
     batch_size: int = 256
     max_train: Optional[int] = None  # seeded subset of training images as kNN reference / probe data
+    seed: int = 0  # seed of the max_train subset and the offline probe
     device: str = "auto"
     data_root: Optional[str] = None
     num_workers: int = 0
 
     def __post_init__(self) -> None:
+        if self.split not in SPLITS:
+            raise ConfigError(f"split must be one of {', '.join(SPLITS)}; got {self.split!r}")
         if self.k < 1:
             raise ConfigError(f"k must be >= 1, got {self.k}")
         if not 0 < self.tpr <= 1:
@@ -73,74 +75,38 @@ class ScoreSummary:
 
 
 class Scorer:
-    """A loaded model plus its reference data: turns image batches into score columns."""
+    """A run's model on data (:class:`ModelOnData`) plus its reference quantities: turns image batches
+    into score columns."""
 
     def __init__(self, run: str | Path, options: ScoreOptions) -> None:
         self.options = options
-        self.model = load(run, device=options.device)
-        self.device = resolve_device(options.device)
-        self.has_uncertainty = bool(getattr(self.model, "has_uncertainty", False))
-        if options.uncertainty_score is not None and not self.has_uncertainty:
+        self.ctx = ModelOnData(Path(run), options.device, options.batch_size, max_train=options.max_train,
+                               data_root=options.data_root, seed=options.seed, num_workers=options.num_workers)
+        self.model = self.ctx.model
+        self.uncertainty_score: Optional[str] = None  # the score used, for HasUncertainty methods
+        if isinstance(self.model, HasUncertainty):
+            self.uncertainty_score = self.model.uncertainty_score_name(options.uncertainty_score)
+        elif options.uncertainty_score is not None:
             raise ConfigError(f"method {self.model.cfg.method!r} has no uncertainty score; drop --uncertainty-score")
-        names = getattr(self.model, "uncertainty_scores", None)
-        if options.uncertainty_score is not None and names and options.uncertainty_score not in names:
-            raise ConfigError(f"unknown uncertainty score {options.uncertainty_score!r} for "
-                              f"{self.model.cfg.method}; valid: {', '.join(names)}")
         self.reference: Optional[torch.Tensor] = None
         self.probe: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
         self.thresholds: dict[str, float] = {}
         self.protocol: dict[str, Any] = {}
 
-    def uncertainty_name(self) -> str:
-        """The uncertainty score used: the chosen one, else the method's first (default) one."""
-        names = getattr(self.model, "uncertainty_scores", None) or ("default",)
-        return self.options.uncertainty_score or names[0]
+    def dataset(self, spec: Optional[str], split: Split, reference: bool = False) -> ImageSource:
+        """``spec`` (default: the run's training data) conformed to the model's input, unreadable files
+        skipped; a ``reference`` train split is capped at ``max_train``."""
+        return self.ctx.dataset(spec, split, skip_corrupt=True, cap_train=reference)
 
-    # ----------------------------------------------------------------- data
-    def dataset(self, spec: Optional[str], split: str):
-        """``spec`` (default: the run's training data) conformed to the model's input; unreadable files skipped."""
-        info, cfg = self.model.data_info, self.model.cfg.data
-        return load_dataset(spec or cfg.dataset, split, self.options.data_root or cfg.root, False,
-                            info.image_size, info.channels, skip_corrupt=True)
-
-    def batches(self, dataset, description: str) -> Iterator[tuple[Optional[torch.Tensor], Any, Any, torch.Tensor]]:
-        """(uint8 images, labels, indices, skipped indices) per batch, with a progress bar."""
-        loader = DataLoader(dataset, batch_size=self.options.batch_size, shuffle=False,
-                            num_workers=self.options.num_workers, collate_fn=collate_skip_corrupt)
-        yield from progress(loader, description)
-
-    # ----------------------------------------------------------------- model outputs
-    @torch.no_grad()
-    def outputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Backbone features, normalized projection and (where defined) uncertainty of a batch (on CPU)."""
-        images = images.to(self.device)
-        out = {"features": self.model.embed(images).float(),
-               "projection": F.normalize(self.model.project(images).float(), dim=1)}
-        if self.has_uncertainty:
-            score = self.options.uncertainty_score
-            u = self.model.uncertainty(images) if score is None else self.model.uncertainty(images, score=score)
-            out["uncertainty"] = u.float()
-        return {k: v.cpu() for k, v in out.items()}
-
-    def collect(self, dataset, description: str) -> dict[str, torch.Tensor]:
+    def collect(self, data: ImageSource, description: str) -> dict[str, torch.Tensor]:
         """Outputs and labels of a whole (reference) dataset."""
-        parts: dict[str, list[torch.Tensor]] = {}
-        for images, labels, _, _ in self.batches(dataset, description):
-            if images is None:
-                continue
-            for key, value in {**self.outputs(images), "labels": labels}.items():
-                parts.setdefault(key, []).append(value)
-        if not parts:
-            raise ConfigError(f"{dataset.name}: no readable images")
-        return {k: torch.cat(v) for k, v in parts.items()}
+        return self.ctx.collect(data, description, self.uncertainty_score)
 
     # ----------------------------------------------------------------- reference
     def fit_reference(self) -> None:
         """kNN reference (training projections), OOD thresholds (test split) and the class probe."""
         o = self.options
-        train = self.dataset(None, "train")
-        if o.max_train is not None and len(train) > o.max_train and isinstance(train, TensorImages):
-            train = train.subset(random_subset(len(train), o.max_train, 0))
+        train = self.dataset(None, "train", reference=True)
         ref = self.collect(train, f"reference: {train.name} train")
         self.reference = ref["projection"]
         held_out = self.dataset(None, "test")
@@ -154,8 +120,8 @@ class Scorer:
             "knn_reference": f"{len(self.reference)} images of {train.name} (train split)",
             "ood_threshold": f"accepts {o.tpr:.0%} of {held_out.name} (test split, {len(scores['knn_distance'])} "
                              f"images): flag = score > threshold",
-            "uncertainty": (f"{self.model.cfg.method}: {self.uncertainty_name()} score, higher = more uncertain"
-                            if self.has_uncertainty else None),
+            "uncertainty": (f"{self.model.cfg.method}: {self.uncertainty_score} score, higher = more uncertain"
+                            if self.uncertainty_score else None),
         }
         self.protocol["probe"], self.protocol["probe_test_top1"] = self._fit_probe(ref, test)
 
@@ -163,11 +129,13 @@ class Scorer:
                    ) -> tuple[Optional[str], Optional[float]]:
         """Sets ``self.probe`` (features -> logits); returns its description and test top-1 (%)."""
         probe = self.options.probe
-        online = getattr(self.model, "online_probe", None)
-        if probe == "none" or (probe == "online" and online is None):
+        online = self.model.online_probe
+        if probe == "none":
             return None, None
         if probe == "online":
-            self.probe = torch.no_grad()(lambda f: online(f.to(self.device)).cpu())
+            if online is None:  # pretrained on unlabeled data: no online probe
+                return None, None
+            self.probe = torch.no_grad()(lambda f: online(f.to(self.ctx.torch_device)).cpu())
             labeled = test["labels"] >= 0
             hits = self.probe(test["features"][labeled]).argmax(1) == test["labels"][labeled]
             top1 = 100.0 * hits.float().mean().item() if labeled.any() else None
@@ -176,15 +144,16 @@ class Scorer:
         if not labeled.all() or not self.model.data_info.num_classes:
             raise ConfigError("an offline probe needs a labeled training set; use --probe online or none")
         result, fitted = linear_probe(train["features"], train["labels"], test["features"], test["labels"],
-                                      self.model.data_info.num_classes)
+                                      self.model.data_info.num_classes, seed=self.options.seed)
         self.probe = fitted.logits
         return (f"offline multinomial logistic regression (L-BFGS) on {len(train['labels'])} training features, "
                 f"l2 {result['protocol']['l2']}"), result["top1"]
 
     # ----------------------------------------------------------------- rows
-    def columns(self, dataset, images: torch.Tensor, labels: torch.Tensor, indices: torch.Tensor) -> dict[str, list]:
+    def columns(self, dataset: ImageSource, images: torch.Tensor, labels: torch.Tensor, indices: torch.Tensor
+                ) -> dict[str, list]:
         """The output columns of one batch."""
-        out = self.outputs(images)
+        out = self.ctx.outputs(images, self.uncertainty_score)
         knn = knn_distance(self.reference, out["projection"], self.options.k)
         cols: dict[str, list] = {"index": indices.tolist(), "id": [dataset.item_id(int(i)) for i in indices]}
         if dataset.labels() is not None:
@@ -270,19 +239,19 @@ def score_dataset(run: str | Path, data: str, out: Optional[str | Path] = None,
     scorer = Scorer(run, options)
     dataset = scorer.dataset(data, options.split)  # fail on a bad spec before the reference passes
     scorer.fit_reference()
-    rows, skipped = 0, []
+    rows, skipped = 0, list[str]()
 
     def write(fh: IO[bytes]) -> None:
         nonlocal rows
         sink = CsvSink(fh) if fmt == "csv" else ParquetSink(fh)
-        for images, labels, indices, skipped_idx in scorer.batches(dataset, f"scoring {dataset.name}"):
+        for images, labels, indices, skipped_idx in scorer.ctx.batches(dataset, f"scoring {dataset.name}"):
             skipped.extend(dataset.item_id(int(i)) for i in skipped_idx)
             if images is None:
                 continue
             sink.write(scorer.columns(dataset, images, labels, indices))
             rows += len(indices)
         if rows == 0:
-            raise ConfigError(f"{data}: none of its {len(skipped)} images could be read")
+            raise DatasetError(f"{data}: none of its {len(skipped)} images could be read")
         sink.close()
 
     atomic_write(out, write)
