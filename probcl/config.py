@@ -54,6 +54,7 @@ class ModelConfig:
 
     backbone: Literal["cnn", "resnet18", "resnet50"] = "cnn"
     width: int = 32  # base width of the small CNN
+    pool: int = 1  # small CNN: average-pool the last feature map to pool x pool cells (features: 4 * width * pool^2)
     norm: Literal["bn", "none"] = "bn"
     act: Literal["relu", "leaky_relu"] = "relu"
     cifar_stem: bool = True  # 3x3 stride-1 first conv and no max-pool (ResNets)
@@ -89,13 +90,15 @@ class TrainConfig:
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
     num_nodes: int = 1
-    precision: str = "32-true"
+    precision: str = "32-true"  # "bf16-mixed" on GPUs with bfloat16 (Ampere and newer)
+    channels_last: bool = True  # NHWC memory format for conv backbones (faster convolutions on CPU and GPU)
+    compile: bool = False  # torch.compile the backbone (pays off for long runs; first steps compile)
     sync_batchnorm: bool = False
     limit_train_batches: Optional[float] = None  # fraction (<=1) or count (>1) of batches per epoch
     checkpoint_every_n_steps: Optional[int] = None  # besides every epoch: for crash-resume mid-epoch
     monitor_every_n_epochs: int = 1  # online kNN / linear monitor on labeled data
-    monitor_train_samples: int = 10000
-    monitor_test_samples: int = 10000
+    monitor_train_samples: int = 5000
+    monitor_test_samples: int = 2000
     loggers: list[str] = field(default_factory=list)  # besides metrics.jsonl/.csv (always): tensorboard, wandb
     progress_bar: bool = True
     deterministic: bool = True
@@ -124,6 +127,7 @@ class Config:
         check_positive("optim.lr", self.optim.lr, strict=True)
         check_positive("optim.weight_decay", self.optim.weight_decay)
         check_positive("model.width", self.model.width, minimum=1)
+        check_positive("model.pool", self.model.pool, minimum=1)
         check_positive("model.proj_out", self.model.proj_out, minimum=1)
         if self.augment.crop_scale is not None:
             lo, hi = self.augment.crop_scale

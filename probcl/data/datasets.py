@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
+from probcl.core.catalog import PATH_SPECS
 from probcl.core.registry import Registry
 from probcl.errors import DatasetError
 
@@ -162,7 +163,7 @@ PREFIXED = ("folder:", "npz:")
 
 def dataset_names() -> list[str]:
     """Registered dataset names plus the path-prefixed specs."""
-    return DATASETS.names() + ["folder:PATH", "npz:PATH"]
+    return DATASETS.names() + PATH_SPECS
 
 
 def load_dataset(spec: str, split: Split = "train", root: str | None = None, download: bool = False,

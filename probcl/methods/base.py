@@ -23,7 +23,7 @@ from probcl.config import Config, from_dict
 from probcl.errors import TrainingDivergedError
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
 from probcl.core.distributed import world_size
-from probcl.models.backbones import build_backbone
+from probcl.models.backbones import build_backbone, memory_format_for
 from probcl.models.heads import projection_head
 from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.core.registry import Registry
@@ -74,6 +74,8 @@ class SSLMethod(pl.LightningModule):
         self.views = ViewGenerator(resolve_view_params(self.cfg.augment), self.data_info.image_size,
                                    self.data_info.channels, self.normalizer)
         self.backbone = build_backbone(self.cfg.model, self.data_info.channels)
+        self.memory_format = memory_format_for(self.cfg)
+        self.backbone.to(memory_format=self.memory_format)
         self.feature_dim: int = self.backbone.out_dim
         classes = self.data_info.num_classes
         self.online_probe = nn.Linear(self.feature_dim, classes) if classes else None
@@ -100,7 +102,7 @@ class SSLMethod(pl.LightningModule):
     # ----------------------------------------------------------------- public API
     def embed(self, images: torch.Tensor) -> torch.Tensor:
         """Backbone features (N, feature_dim) of uint8 or [0, 1] float images."""
-        return self.backbone(self.normalizer(images.to(self.device)))
+        return self.backbone(self.normalizer(images.to(self.device)).contiguous(memory_format=self.memory_format))
 
     def project(self, images: torch.Tensor) -> torch.Tensor:
         """Projection-head output (N, d) of uint8 or [0, 1] float images."""
@@ -116,7 +118,7 @@ class SSLMethod(pl.LightningModule):
     # ----------------------------------------------------------------- training
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         images, labels = batch[0], batch[1]
-        view1, view2 = self.views(images)
+        view1, view2 = (v.contiguous(memory_format=self.memory_format) for v in self.views(images))
         out = self.step(view1, view2, batch)
         if not torch.isfinite(out.loss):
             raise TrainingDivergedError(
