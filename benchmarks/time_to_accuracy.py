@@ -43,8 +43,9 @@ def run_budget(args: argparse.Namespace, epochs: int, run_dir: Path) -> dict:
 
 
 def plot(out: Path, rows: list[dict], title: str) -> None:
-    from probcl.report.plots import save_figure
     import matplotlib.pyplot as plt
+
+    from probcl.report.plots import save_figure
 
     rows = sorted(rows, key=lambda r: r["train_seconds"])
     fig, ax = plt.subplots(figsize=(5.5, 3.8))

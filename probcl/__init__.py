@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["load", "__version__"]
+__all__ = ["__version__", "load"]
 
 
 def __getattr__(name: str) -> Any:

@@ -116,9 +116,14 @@ class SSLMethod(pl.LightningModule):
         return self.embed(images)
 
     # ----------------------------------------------------------------- training
+    def training_views(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The two augmented, normalized views of a uint8 batch, in the backbone's memory format."""
+        view1, view2 = self.views(images)
+        return view1.contiguous(memory_format=self.memory_format), view2.contiguous(memory_format=self.memory_format)
+
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         images, labels = batch[0], batch[1]
-        view1, view2 = (v.contiguous(memory_format=self.memory_format) for v in self.views(images))
+        view1, view2 = self.training_views(images)
         out = self.step(view1, view2, batch)
         if not torch.isfinite(out.loss):
             raise TrainingDivergedError(
