@@ -103,6 +103,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
+    load_start = round(os.getloadavg()[0], 2)  # other jobs on the machine make every rate lower
     cfg = load_config(resolve_config_path(args.config))
     batch_size = cfg.train.batch_size
     train = load_dataset(cfg.data.dataset, "train")
@@ -150,6 +151,7 @@ def main() -> None:
         "config": args.config, "method": cfg.method, "backbone": cfg.model.backbone, "width": cfg.model.width,
         "batch_size": batch_size, "device": str(device), "threads": args.threads,
         "cpu": platform.processor() or platform.machine(), "date": time.strftime("%Y-%m-%d"),
+        "load_average_1min": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
         "gflop_per_step": round(flops / 1e9, 2), "rows": rows,
         "cli_fixed_seconds": round(overheads[best_i], 1),
         "cli_fixed_seconds_note": "start-up to the first step + final checkpoint, from two run lengths",
