@@ -20,11 +20,11 @@ from dataclasses import asdict
 import torch
 from common import optimiser_step
 
-from probcl.core.io import atomic_write_json
 from probcl.config import load_config
+from probcl.core.io import atomic_write_json
+from probcl.core.runs import resolve_device
 from probcl.data.datasets import load_dataset
 from probcl.methods import METHODS, DataInfo
-from probcl.core.runs import resolve_device
 
 PAPER_TABLE_8 = {"vem-langevin": 154.4 / 140.3, "vem-svgd": 160.9 / 140.3, "vem-image": 1230.4 / 140.3}
 METHOD_ARGS = {
@@ -69,7 +69,7 @@ class Trainer:
         self.optimizer = torch.optim.Adam(params, lr=1e-3)
 
     def step(self, images: torch.Tensor) -> None:
-        optimiser_step(self.model, self.optimizer, *self.model.views(images), (images, None, None))
+        optimiser_step(self.model, self.optimizer, *self.model.training_views(images), (images, None, None))
 
 
 def main() -> None:

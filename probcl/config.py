@@ -98,6 +98,7 @@ class ModelConfig:
 
     backbone: Literal["cnn", "resnet18", "resnet50"] = "cnn"
     width: Annotated[int, AtLeast(1)] = 32  # base width of the small CNN
+    pool: Annotated[int, AtLeast(1)] = 1  # small CNN: average-pool the last map to pool x pool cells (4 * width * pool^2 features)
     norm: Literal["bn", "none"] = "bn"
     act: Literal["relu", "leaky_relu"] = "relu"
     cifar_stem: bool = True  # 3x3 stride-1 first conv and no max-pool (ResNets)
@@ -137,13 +138,15 @@ class TrainConfig:
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
     num_nodes: Annotated[int, AtLeast(1)] = 1
-    precision: str = "32-true"
+    precision: str = "32-true"  # "bf16-mixed" on GPUs with bfloat16 (Ampere and newer)
+    channels_last: bool = True  # NHWC memory format for conv backbones (faster convolutions on CPU and GPU)
+    compile: bool = False  # torch.compile the backbone (pays off for long runs; first steps compile)
     sync_batchnorm: bool = False
     limit_train_batches: Annotated[Optional[float], Positive] = None  # fraction (<=1) or count (>1) of batches per epoch
     checkpoint_every_n_steps: Annotated[Optional[int], AtLeast(1)] = None  # besides every epoch: for crash-resume mid-epoch
     monitor_every_n_epochs: Annotated[int, NonNegative] = 1  # online kNN / linear monitor on labeled data
-    monitor_train_samples: Annotated[int, AtLeast(1)] = 10000
-    monitor_test_samples: Annotated[int, AtLeast(1)] = 10000
+    monitor_train_samples: Annotated[int, AtLeast(1)] = 5000
+    monitor_test_samples: Annotated[int, AtLeast(1)] = 2000
     loggers: list[str] = field(default_factory=list)  # besides metrics.jsonl/.csv (always): any of LOGGERS
     progress_bar: bool = True
     deterministic: bool = True

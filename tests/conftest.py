@@ -1,6 +1,7 @@
 """Shared fixtures: tiny configs and runs on real (small) data, so tests stay fast on 2 CPU cores."""
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -38,3 +39,12 @@ def tiny_config(tmp_path):
         return load_config(None, overrides)
 
     return make
+
+
+WALL_CLOCK_KEYS = ("monitor/seconds", "monitor/share")  # metrics that measure time, not training
+
+
+def reproducible_rows(metrics_jsonl: str) -> list[dict]:
+    """metrics.jsonl rows without the wall-clock fields, for comparing two runs of one seed."""
+    rows = [json.loads(line) for line in metrics_jsonl.splitlines()]
+    return [{k: v for k, v in row.items() if k not in WALL_CLOCK_KEYS} for row in rows]

@@ -101,8 +101,9 @@ def test_export_loads_into_torchvision_resnet(tiny_config, tmp_path):
     net.fc = torch.nn.Identity()
     model = probcl.load(root)
     x = torch.randint(0, 256, (2, 1, 28, 28), dtype=torch.uint8)
-    net.eval()
-    assert torch.allclose(net(model.normalizer(x)), model.embed(x), atol=1e-5)
+    net.eval().to(memory_format=model.memory_format)  # the run trains channels_last: compare like with like
+    assert torch.allclose(net(model.normalizer(x).contiguous(memory_format=model.memory_format)), model.embed(x),
+                          atol=1e-5)
     assert json.loads(out.with_suffix(".json").read_text())["feature_dim"] == 512
 
 

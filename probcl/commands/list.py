@@ -13,15 +13,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from probcl.core.catalog import dataset_names, method_names, suite_names
     from probcl.core.presets import list_presets
-    from probcl.data.datasets import dataset_names
-    from probcl.eval import SUITES
-    from probcl.methods import METHODS
 
     groups = {
-        "methods": METHODS.names(),
+        "methods": method_names(),
         "datasets": dataset_names(),
-        "suites": SUITES.names(),
+        "suites": suite_names(),
         "presets": list_presets(),
     }
     titles = {"suites": "evaluation suites"}

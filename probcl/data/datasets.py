@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import Dataset
 
+from probcl.core.catalog import CLASS_FILTER, SPEC_FORMS
 from probcl.core.registry import Registry
 from probcl.errors import ConfigError, DatasetError
 
@@ -191,12 +192,11 @@ DATASETS: Registry[Loader] = Registry("dataset")
 PREFIXED = ("folder:", "npz:")
 
 
-CLASS_FILTER = ":classes="  # `fashion-mnist:classes=0-7`: only these classes, relabelled 0..K-1 in the given order
 
 
 def dataset_names() -> list[str]:
     """Registered dataset names plus the path-prefixed specs and the class filter."""
-    return DATASETS.names() + ["folder:PATH", "npz:PATH", f"NAME{CLASS_FILTER}0-7 (or 8,9)"]
+    return DATASETS.names() + SPEC_FORMS
 
 
 def parse_classes(text: str, spec: str) -> list[int]:

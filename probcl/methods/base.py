@@ -25,7 +25,7 @@ from probcl.config import Config, from_dict
 from probcl.errors import TrainingDivergedError
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
 from probcl.core.distributed import world_size
-from probcl.models.backbones import build_backbone
+from probcl.models.backbones import build_backbone, memory_format_for
 from probcl.models.ema import ema_update_
 from probcl.models.heads import projection_head
 from probcl.models.pretrained import describe_pretrained, load_pretrained_
@@ -96,6 +96,8 @@ class SSLMethod(pl.LightningModule, Generic[P]):
         self.backbone = build_backbone(self.cfg.model, self.data_info.channels)
         if self.cfg.init:  # before build(): momentum copies of the backbone start from the same weights
             load_pretrained_(self.backbone, describe_pretrained(self.cfg.init, self.cfg.method))
+        self.memory_format = memory_format_for(self.cfg)
+        self.backbone.to(memory_format=self.memory_format)
         self.feature_dim: int = self.backbone.out_dim
         classes = self.data_info.num_classes
         self.online_probe = nn.Linear(self.feature_dim, classes) if classes else None
@@ -141,7 +143,7 @@ class SSLMethod(pl.LightningModule, Generic[P]):
     # ----------------------------------------------------------------- public API
     def embed(self, images: torch.Tensor) -> torch.Tensor:
         """Backbone features (N, feature_dim) of uint8 or [0, 1] float images."""
-        return self.backbone(self.normalizer(images.to(self.device)))
+        return self.backbone(self.normalizer(images.to(self.device)).contiguous(memory_format=self.memory_format))
 
     def project(self, images: torch.Tensor) -> torch.Tensor:
         """Projection-head output (N, d) of uint8 or [0, 1] float images."""
@@ -151,9 +153,14 @@ class SSLMethod(pl.LightningModule, Generic[P]):
         return self.embed(images)
 
     # ----------------------------------------------------------------- training
+    def training_views(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The two augmented, normalized views of a uint8 batch, in the backbone's memory format."""
+        view1, view2 = self.views(images)
+        return view1.contiguous(memory_format=self.memory_format), view2.contiguous(memory_format=self.memory_format)
+
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         images, labels = batch[0], batch[1]
-        view1, view2 = self.views(images)
+        view1, view2 = self.training_views(images)
         out = self.step(view1, view2, batch)
         if not torch.isfinite(out.loss):
             raise TrainingDivergedError(

@@ -11,7 +11,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from probcl.config import ModelConfig
+from probcl.config import Config, ModelConfig
 
 LEAKY_SLOPE = 0.2
 
@@ -25,9 +25,13 @@ def norm_layer_2d(norm: str) -> Callable[[int], nn.Module]:
 
 
 class SmallCNN(nn.Module):
-    """Five 3x3 conv blocks (widths w, 2w, 2w, 4w, 4w; two stride-2 steps) + global average pool."""
+    """Five 3x3 conv blocks (widths w, 2w, 2w, 4w, 4w; two stride-2 steps) + average pool to a
+    ``pool`` x ``pool`` grid (1: global pool), flattened: ``4 * width * pool**2`` features.
 
-    def __init__(self, in_channels: int = 1, width: int = 32, norm: str = "bn", act: str = "relu") -> None:
+    A 2x2 grid keeps where on a 28x28 garment a part is (collar, sleeves, sole), which a linear probe uses."""
+
+    def __init__(self, in_channels: int = 1, width: int = 32, norm: str = "bn", act: str = "relu",
+                 pool: int = 1) -> None:
         super().__init__()
         widths = [width, 2 * width, 2 * width, 4 * width, 4 * width]
         strides = [1, 2, 1, 2, 1]
@@ -41,8 +45,8 @@ class SmallCNN(nn.Module):
             ]
             c_in = c_out
         self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(1)
-        self.out_dim = c_in
+        self.pool = nn.AdaptiveAvgPool2d(pool)
+        self.out_dim = c_in * pool * pool
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.pool(self.features(x)).flatten(1)
@@ -82,6 +86,14 @@ def resnet(depth: int, in_channels: int = 3, norm: str = "bn", act: str = "relu"
 def build_backbone(cfg: ModelConfig, in_channels: int) -> nn.Module:
     """The backbone named in ``cfg`` for images with ``in_channels`` channels."""
     if cfg.backbone == "cnn":
-        return SmallCNN(in_channels, cfg.width, cfg.norm, cfg.act)
+        return SmallCNN(in_channels, cfg.width, cfg.norm, cfg.act, cfg.pool)
     depth = int(cfg.backbone.removeprefix("resnet"))
     return resnet(depth, in_channels, cfg.norm, cfg.act, cfg.cifar_stem)
+
+
+def memory_format_for(cfg: Config) -> torch.memory_format:
+    """channels_last (NHWC) for conv backbones when ``train.channels_last`` is on, else contiguous NCHW.
+
+    Every backbone here is convolutional; oneDNN (CPU) and cuDNN (GPU) run NHWC convolutions faster.
+    """
+    return torch.channels_last if cfg.train.channels_last else torch.contiguous_format

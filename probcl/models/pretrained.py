@@ -20,7 +20,7 @@ from probcl.core.runs import RunError, load
 
 RUN_SUFFIXES = (".ckpt",)
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
-BACKBONE_FIELDS = ("backbone", "width", "norm", "act", "cifar_stem")  # ModelConfig keys that shape the backbone
+BACKBONE_FIELDS = ("backbone", "width", "pool", "norm", "act", "cifar_stem")  # ModelConfig keys that shape the backbone
 CLASSIFIER_PREFIX = "fc."  # torchvision ResNet classifier: probcl backbones have none
 
 

@@ -1,0 +1,94 @@
+"""Linear-probe and kNN accuracy against training wall-clock, for one preset at several epoch budgets.
+
+    python benchmarks/time_to_accuracy.py --config fashion-mnist/simclr --budgets 1,3,5 \
+        --out benchmarks/results/tta-simclr [--set train.batch_size=128 --set method_args.temperature=0.1]
+
+Each budget is a separate pretraining run with that many epochs (so each has its own learning-rate
+schedule, as a user would get with ``--train.epochs N``), without the online monitor, followed by the
+``linear`` and ``knn`` suites of ``probcl evaluate`` on the full training and test sets. Results go to
+``OUT/results.json`` after every budget and the curve to ``OUT/curve.png``; re-running skips finished
+budgets, and a budget killed mid-run resumes from its last checkpoint (its time then counts the resumed part only).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from probcl.config import load_config, parse_override_value
+from probcl.core.io import atomic_write_json, read_json
+from probcl.core.presets import resolve_config_path
+from probcl.tasks.evaluate import evaluate_run
+from probcl.tasks.pretrain import pretrain
+
+
+def run_budget(args: argparse.Namespace, epochs: int, run_dir: Path) -> dict:
+    overrides = {k: parse_override_value(v) for k, v in (s.split("=", 1) for s in args.set)}
+    overrides.update({"train.epochs": epochs, "run_dir": str(run_dir), "train.monitor_every_n_epochs": 0,
+                      "train.progress_bar": False})
+    cfg = load_config(resolve_config_path(args.config), overrides)
+    start = time.perf_counter()
+    pretrain(cfg)
+    train_seconds = time.perf_counter() - start
+    results = evaluate_run(run_dir, ["linear", "knn"])
+    return {
+        "epochs": epochs, "train_seconds": round(train_seconds, 1),
+        "linear_top1": round(results["linear"]["top1"], 2), "knn_top1": round(results["knn"]["top1"], 2),
+        "linear_seconds": results["linear"]["protocol"]["seconds"],
+        "knn_seconds": results["knn"]["protocol"]["seconds"],
+    }
+
+
+def plot(out: Path, rows: list[dict], title: str) -> None:
+    import matplotlib.pyplot as plt
+
+    from probcl.report.plots import save_figure
+
+    rows = sorted(rows, key=lambda r: r["train_seconds"])
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    minutes = [r["train_seconds"] / 60 for r in rows]
+    ax.plot(minutes, [r["linear_top1"] for r in rows], "o-", label="linear probe")
+    ax.plot(minutes, [r["knn_top1"] for r in rows], "s-", label="weighted kNN")
+    for r, m in zip(rows, minutes):
+        ax.annotate(f"{r['epochs']} ep", (m, r["linear_top1"]), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("training wall-clock (min)")
+    ax.set_ylabel("test top-1 (%)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    save_figure(fig, out / "curve.png")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="fashion-mnist/simclr")
+    parser.add_argument("--budgets", default="1,3,5", help="comma-separated epoch counts")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="config override")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out", default="benchmarks/results/time-to-accuracy")
+    args = parser.parse_args()
+    os.environ.setdefault("PROBCL_NO_PROGRESS", "1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    path = out / "results.json"
+    state = read_json(path, {"config": args.config, "overrides": args.set, "threads": torch.get_num_threads(),
+                             "budgets": {}})
+    for epochs in (int(b) for b in args.budgets.split(",")):
+        key = str(epochs)
+        if key in state["budgets"]:
+            continue
+        state["budgets"][key] = run_budget(args, epochs, out / f"run-{epochs}ep")
+        atomic_write_json(path, state)
+        row = state["budgets"][key]
+        print(f"{epochs} epochs: train {row['train_seconds']:.0f} s, linear {row['linear_top1']:.2f} %, "
+              f"kNN {row['knn_top1']:.2f} % (probe {row['linear_seconds']:.0f} s, kNN {row['knn_seconds']:.0f} s)",
+              flush=True)
+    plot(out, list(state["budgets"].values()), f"{args.config} {' '.join(args.set)}")
+
+
+if __name__ == "__main__":
+    main()
