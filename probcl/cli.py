@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional
 
 import probcl.commands
 from probcl.core.discovery import import_submodules
@@ -20,7 +19,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     return parser, commands
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Entry point; expected failures (:class:`probcl.errors.ProbclError`) print one line and return non-zero."""
     from probcl.errors import ProbclError
 

@@ -15,7 +15,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 import yaml
 
@@ -26,8 +26,8 @@ from probcl.errors import ConfigError
 class Bound:
     """A numeric range a config field must lie in; ``None`` values (unset options) always pass."""
 
-    low: Optional[float] = None
-    high: Optional[float] = None
+    low: float | None = None
+    high: float | None = None
     low_open: bool = False
     high_open: bool = False
 
@@ -39,7 +39,7 @@ class Bound:
             return f"{'<' if self.high_open else '<='} {self.high:g}"
         return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
 
-    def check(self, key: str, value: Optional[float]) -> None:
+    def check(self, key: str, value: float | None) -> None:
         """Raise ConfigError naming ``key`` and the range unless ``value`` lies in it."""
         if value is None:
             return
@@ -69,10 +69,10 @@ class DataConfig:
     """Which images to pretrain on and where to find them."""
 
     dataset: str = "fashion-mnist"
-    root: Optional[str] = None  # data root; default: $PROBCL_DATA, then the dataset's system location
+    root: str | None = None  # data root; default: $PROBCL_DATA, then the dataset's system location
     download: bool = False  # let torchvision download datasets it knows
-    image_size: Annotated[Optional[int], AtLeast(1)] = None  # resize to this; default: the dataset's native size
-    train_subset: Annotated[Optional[int], AtLeast(1)] = None  # use only this many (seeded) training images, for quick runs
+    image_size: Annotated[int | None, AtLeast(1)] = None  # resize to this; default: the dataset's native size
+    train_subset: Annotated[int | None, AtLeast(1)] = None  # use only this many (seeded) training images, for quick runs
     num_workers: Annotated[int, NonNegative] = 0  # loader processes (folder datasets decode images in them)
 
 
@@ -81,14 +81,14 @@ class AugmentConfig:
     """View generation: a named preset, with optional overrides of its parameters."""
 
     preset: Literal["small", "simclr", "byol", "moco", "ebclr-gray", "ebclr-color", "none"] = "small"
-    crop_scale: Optional[tuple[float, float]] = None
-    flip: Annotated[Optional[float], Probability] = None
-    jitter_strength: Annotated[Optional[float], NonNegative] = None  # brightness/contrast(/saturation) amplitude
-    jitter_prob: Annotated[Optional[float], Probability] = None
-    grayscale_prob: Annotated[Optional[float], Probability] = None
-    blur_prob: Optional[tuple[float, float]] = None  # (view 1, view 2)
-    solarize_prob: Optional[tuple[float, float]] = None
-    noise_std: Annotated[Optional[float], NonNegative] = None
+    crop_scale: tuple[float, float] | None = None
+    flip: Annotated[float | None, Probability] = None
+    jitter_strength: Annotated[float | None, NonNegative] = None  # brightness/contrast(/saturation) amplitude
+    jitter_prob: Annotated[float | None, Probability] = None
+    grayscale_prob: Annotated[float | None, Probability] = None
+    blur_prob: tuple[float, float] | None = None  # (view 1, view 2)
+    solarize_prob: tuple[float, float] | None = None
+    noise_std: Annotated[float | None, NonNegative] = None
     normalize: Literal["dataset", "symmetric"] = "dataset"  # dataset mean/std, or [0,1] -> [-1,1]
 
 
@@ -142,8 +142,8 @@ class TrainConfig:
     channels_last: bool = True  # NHWC memory format for conv backbones (faster convolutions on CPU and GPU)
     compile: bool = False  # torch.compile the backbone (pays off for long runs; first steps compile)
     sync_batchnorm: bool = False
-    limit_train_batches: Annotated[Optional[float], Positive] = None  # fraction (<=1) or count (>1) of batches per epoch
-    checkpoint_every_n_steps: Annotated[Optional[int], AtLeast(1)] = None  # besides every epoch: for crash-resume mid-epoch
+    limit_train_batches: Annotated[float | None, Positive] = None  # fraction (<=1) or count (>1) of batches per epoch
+    checkpoint_every_n_steps: Annotated[int | None, AtLeast(1)] = None  # besides every epoch: for crash-resume mid-epoch
     monitor_every_n_epochs: Annotated[int, NonNegative] = 1  # online kNN / linear monitor on labeled data
     monitor_train_samples: Annotated[int, AtLeast(1)] = 5000
     monitor_test_samples: Annotated[int, AtLeast(1)] = 2000
@@ -159,7 +159,7 @@ class Config:
     method: str = "simclr"
     method_args: dict = field(default_factory=dict)
     run_dir: str = "runs/simclr"
-    init: Optional[str] = None  # run dir, .ckpt or weights file the backbone starts from (any method)
+    init: str | None = None  # run dir, .ckpt or weights file the backbone starts from (any method)
     data: DataConfig = field(default_factory=DataConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -169,7 +169,7 @@ class Config:
     def to_dict(self) -> dict:
         return to_plain(self)
 
-    def validate(self) -> "Config":
+    def validate(self) -> Config:
         """Checks across fields (bounds of single fields are checked by :func:`from_dict`)."""
         unknown = [name for name in self.train.loggers if name not in LOGGERS]
         if unknown:

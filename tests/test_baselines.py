@@ -10,7 +10,6 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from probcl.config import ConfigError, from_dict
-from probcl.tasks.evaluate import evaluate_run
 from probcl.losses.negative_cosine import simsiam_loss
 from probcl.losses.normalized_mse import byol_loss
 from probcl.methods import METHODS
@@ -18,6 +17,7 @@ from probcl.methods.byol import BYOLParams
 from probcl.methods.collapse import CollapseWatch, embedding_std
 from probcl.methods.moco import MoCoParams
 from probcl.methods.simsiam import SimSiamParams
+from probcl.tasks.evaluate import evaluate_run
 from probcl.tasks.pretrain import pretrain
 
 DATA_INFO = dict(dataset="digits", channels=1, image_size=12, num_classes=None, mean=[0.5], std=[0.5])

@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from probcl.tasks.benchmark import Cell, cell_config, load_benchmark, run_benchmark
 from probcl.cli import main
-from probcl.core.presets import resolve_config_path
 from probcl.config import ConfigError
 from probcl.core.io import read_json
+from probcl.core.presets import resolve_config_path
+from probcl.tasks.benchmark import Cell, cell_config, load_benchmark, run_benchmark
 
 TINY = {
     "data.dataset": "digits",

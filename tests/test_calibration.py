@@ -8,8 +8,13 @@ import pytest
 import torch
 from torchmetrics.functional.classification import multiclass_calibration_error
 
-from probcl.eval.calibration import (brier_score, calibration_errors, calibration_metrics, fit_temperature,
-                                     reliability_bins)
+from probcl.eval.calibration import (
+    brier_score,
+    calibration_errors,
+    calibration_metrics,
+    fit_temperature,
+    reliability_bins,
+)
 
 
 def test_hand_computed_example():

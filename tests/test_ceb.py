@@ -10,15 +10,15 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from probcl.config import ConfigError, from_dict
+from probcl.core.runs import RunPaths
 from probcl.distributions.vmf import VonMisesFisher
 from probcl.eval.lipschitz import local_lipschitz, perturb
-from probcl.tasks.evaluate import evaluate_run
 from probcl.losses.ceb import c_simclr_loss, residual_information
 from probcl.losses.nt_xent import nt_xent_loss
 from probcl.methods import METHODS
 from probcl.methods.c_simclr import CSimCLRParams
 from probcl.report.lipschitz import plot_lipschitz_histograms
-from probcl.core.runs import RunPaths
+from probcl.tasks.evaluate import evaluate_run
 from probcl.tasks.pretrain import pretrain
 
 DATA_INFO = dict(dataset="digits", channels=1, image_size=12, num_classes=None, mean=[0.5], std=[0.5])

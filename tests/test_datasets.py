@@ -7,7 +7,7 @@ import pytest
 import torch
 from PIL import Image
 
-from probcl.data.datasets import (DatasetError, CorruptImageError, labeled_subset, load_dataset, read_idx)
+from probcl.data.datasets import CorruptImageError, DatasetError, labeled_subset, load_dataset, read_idx
 
 
 def write_idx(path, array: np.ndarray) -> None:

@@ -312,8 +312,8 @@ def test_one_epoch_run_checkpoints_the_buffer_and_samples_a_png(tiny_config, tmp
     import matplotlib.image
 
     from probcl.cli import main
-    from probcl.methods.ebclr import BUFFER_KEY
     from probcl.core.runs import RunPaths, read_metrics
+    from probcl.methods.ebclr import BUFFER_KEY
     from probcl.tasks.pretrain import pretrain
 
     root = pretrain(tiny_config("ebclr", **{**TINY, "train.limit_train_batches": 10}))  # 10 = logging interval

@@ -6,14 +6,14 @@ import torch
 from conftest import tiny_overrides
 
 from probcl.config import load_config
-from probcl.errors import ConfigError, RunError
-from probcl.methods.capabilities import HasUncertainty
+from probcl.core.io import read_json
 from probcl.data.datasets import labeled_subset, load_dataset, random_subset
+from probcl.errors import ConfigError, RunError
 from probcl.eval.corruptions import corruption_errors
 from probcl.eval.efficiency import epochs_to_reach, relative_efficiency
 from probcl.eval.ood import method_uncertainty_fns
+from probcl.methods.capabilities import HasUncertainty
 from probcl.tasks.evaluate import evaluate_run
-from probcl.core.io import read_json
 from probcl.tasks.pretrain import pretrain
 
 MAX_TRAIN = 300

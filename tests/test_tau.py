@@ -8,21 +8,19 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import tiny_overrides
 from sklearn.metrics import roc_auc_score
 from sklearn.neighbors import NearestNeighbors
 
 import probcl
 from probcl.cli import main
 from probcl.config import ConfigError, ModelConfig, load_config
+from probcl.core.runs import RunPaths
 from probcl.data.datasets import load_dataset
 from probcl.losses.tau import tau_info_nce_loss, tau_nt_xent_loss
 from probcl.models.backbones import build_backbone
 from probcl.models.pretrained import describe_pretrained, load_pretrained_
-from probcl.core.runs import RunPaths
 from probcl.tasks.pretrain import pretrain
-
-from conftest import tiny_overrides
-
 
 # ----------------------------------------------------------------------------- plain references
 

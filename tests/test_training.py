@@ -6,8 +6,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 import probcl
-from probcl.methods import TrainingDivergedError
 from probcl.core.runs import RunPaths
+from probcl.methods import TrainingDivergedError
 from probcl.tasks.pretrain import pretrain
 
 

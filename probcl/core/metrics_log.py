@@ -7,7 +7,7 @@ import io
 import json
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.loggers import Logger
@@ -52,7 +52,7 @@ class JsonlLogger(Logger):
         pass
 
     @rank_zero_only
-    def log_metrics(self, metrics: dict[str, float], step: Optional[int] = None) -> None:
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         line = (json.dumps({"step": step, **{k: float(v) for k, v in metrics.items()}}) + "\n").encode()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 from probcl.errors import ConfigError
 
@@ -24,7 +23,7 @@ def list_presets() -> list[str]:
     return list(seen)
 
 
-def resolve_config_path(name: Optional[str]) -> Optional[Path]:
+def resolve_config_path(name: str | None) -> Path | None:
     """A config path as given, or a preset name like ``fashion-mnist/simclr``."""
     if name is None or Path(name).is_file():
         return None if name is None else Path(name)

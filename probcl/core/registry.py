@@ -1,7 +1,8 @@
 """Name -> object registries, so that methods, datasets and evaluation suites are chosen by name."""
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 from probcl.errors import UnknownNameError
 

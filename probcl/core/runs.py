@@ -165,7 +165,7 @@ class RunLock:
         self.held = False
         self.created_root = False
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         check_run_dir(self.root)
         self.created_root = not self.root.exists()
         self.root.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import math
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch

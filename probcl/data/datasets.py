@@ -10,8 +10,9 @@ from __future__ import annotations
 import gzip
 import os
 import struct
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Literal, Optional, Sequence
+from typing import Literal
 
 import numpy as np
 import torch
@@ -39,12 +40,12 @@ class ImageSource(Dataset):
     name: str
     channels: int
     image_size: int
-    num_classes: Optional[int]
+    num_classes: int | None
 
     def __len__(self) -> int:
         raise NotImplementedError
 
-    def labels(self) -> Optional[torch.Tensor]:
+    def labels(self) -> torch.Tensor | None:
         """All labels as an int64 tensor (-1 = unlabeled), or None when the set has no labels."""
         raise NotImplementedError
 
@@ -52,11 +53,11 @@ class ImageSource(Dataset):
         """A stable identifier of item ``index`` (file path for folders)."""
         return str(index)
 
-    def subset(self, indices: torch.Tensor | Sequence[int]) -> "ImageSource":
+    def subset(self, indices: torch.Tensor | Sequence[int]) -> ImageSource:
         """The items at ``indices``, as a source of the same kind."""
         raise NotImplementedError
 
-    def seeded_indices(self, count: Optional[int], seed: int = 0) -> torch.Tensor:
+    def seeded_indices(self, count: int | None, seed: int = 0) -> torch.Tensor:
         """All indices, or ``count`` distinct sorted ones from a seeded permutation (``count`` None = all)."""
         if count is not None and count < 1:
             raise ConfigError(f"a subset of {self.name} needs at least 1 image, got {count}")
@@ -64,7 +65,7 @@ class ImageSource(Dataset):
             return torch.arange(len(self))
         return random_subset(len(self), count, seed)
 
-    def seeded_subset(self, count: Optional[int], seed: int = 0) -> "ImageSource":
+    def seeded_subset(self, count: int | None, seed: int = 0) -> ImageSource:
         """This source, or a seeded subset of ``count`` of its items (see :meth:`seeded_indices`)."""
         indices = self.seeded_indices(count, seed)
         return self if len(indices) == len(self) else self.subset(indices)
@@ -73,8 +74,8 @@ class ImageSource(Dataset):
 class TensorImages(ImageSource):
     """An in-memory dataset of uint8 images (N, C, H, W) and optional int64 labels."""
 
-    def __init__(self, images: torch.Tensor, labels: Optional[torch.Tensor], name: str,
-                 num_classes: Optional[int] = None) -> None:
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor | None, name: str,
+                 num_classes: int | None = None) -> None:
         if images.dtype != torch.uint8 or images.ndim != 4:
             raise DatasetError(f"{name}: images must be a uint8 tensor (N, C, H, W), got {images.dtype} {tuple(images.shape)}")
         if labels is not None and len(labels) != len(images):
@@ -95,10 +96,10 @@ class TensorImages(ImageSource):
         label = -1 if self._labels is None else int(self._labels[index])
         return self.images[index], label, index
 
-    def labels(self) -> Optional[torch.Tensor]:
+    def labels(self) -> torch.Tensor | None:
         return self._labels
 
-    def subset(self, indices: torch.Tensor | Sequence[int]) -> "TensorImages":
+    def subset(self, indices: torch.Tensor | Sequence[int]) -> TensorImages:
         indices = torch.as_tensor(indices, dtype=torch.long)
         labels = None if self._labels is None else self._labels[indices]
         return TensorImages(self.images[indices], labels, self.name, self.num_classes)
@@ -111,7 +112,7 @@ class FolderImages(ImageSource):
     scoring can report and skip it (see :func:`collate_skip_corrupt`).
     """
 
-    def __init__(self, paths: list[Path], labels: Optional[list[int]], classes: list[str], name: str,
+    def __init__(self, paths: list[Path], labels: list[int] | None, classes: list[str], name: str,
                  image_size: int, channels: int, skip_corrupt: bool = False) -> None:
         self.paths = paths
         self._labels = None if labels is None else torch.tensor(labels, dtype=torch.long)
@@ -135,13 +136,13 @@ class FolderImages(ImageSource):
             image = None
         return image, label, index
 
-    def labels(self) -> Optional[torch.Tensor]:
+    def labels(self) -> torch.Tensor | None:
         return self._labels
 
     def item_id(self, index: int) -> str:
         return str(self.paths[index])
 
-    def subset(self, indices: torch.Tensor | Sequence[int]) -> "FolderImages":
+    def subset(self, indices: torch.Tensor | Sequence[int]) -> FolderImages:
         chosen = torch.as_tensor(indices, dtype=torch.long).tolist()
         labels = None if self._labels is None else self._labels[chosen].tolist()
         return FolderImages([self.paths[i] for i in chosen], labels, self.classes, self.name, self.image_size,
@@ -329,7 +330,7 @@ def read_idx(path: Path) -> np.ndarray:
     return data.reshape(dims)
 
 
-def _find_idx_dir(name: str, torchvision_folder: str, root: str | None, system_dir: Path | None) -> Optional[Path]:
+def _find_idx_dir(name: str, torchvision_folder: str, root: str | None, system_dir: Path | None) -> Path | None:
     candidates = []
     for base in (root, os.environ.get("PROBCL_DATA")):
         if base:
@@ -417,7 +418,7 @@ def _torchvision_dataset(name: str, cls_name: str, split_kw: Callable[[str], dic
             data = data.transpose(0, 3, 1, 2)
         labels = getattr(ds, "targets", None)
         if labels is None:
-            labels = getattr(ds, "labels")
+            labels = ds.labels
         labels = torch.as_tensor(np.asarray(labels), dtype=torch.long)
         return TensorImages(torch.from_numpy(np.ascontiguousarray(data)), labels, name,
                             len(getattr(ds, "classes", [])) or None)

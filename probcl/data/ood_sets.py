@@ -21,7 +21,7 @@ Near OOD needs no generator: hold classes out with a class filter (train on
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Optional
 
 import torch
 from torch.distributions import Distribution, constraints
@@ -66,7 +65,7 @@ class VonMisesFisher(Distribution):
     has_rsample = True
 
     def __init__(self, loc: torch.Tensor, concentration: torch.Tensor | float,
-                 validate_args: Optional[bool] = None) -> None:
+                 validate_args: bool | None = None) -> None:
         if loc.dim() < 1 or loc.shape[-1] < 2:
             raise ValueError(f"loc must have shape (..., n) with n >= 2, got {tuple(loc.shape)}")
         # a constant (Python number) kappa, as in CEB, gets its normaliser from a cache: no per-step Bessel work
@@ -79,7 +78,7 @@ class VonMisesFisher(Distribution):
         self.dim = loc.shape[-1]
         super().__init__(batch_shape, torch.Size([self.dim]), validate_args=validate_args)
 
-    def expand(self, batch_shape, _instance=None) -> "VonMisesFisher":
+    def expand(self, batch_shape, _instance=None) -> VonMisesFisher:
         batch_shape = torch.Size(batch_shape)
         new = VonMisesFisher(self.loc.expand(*batch_shape, self.dim), self.concentration.expand(batch_shape),
                              validate_args=False)

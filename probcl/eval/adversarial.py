@@ -9,8 +9,9 @@ attacked (the AutoAttack convention), so robust accuracy never exceeds clean acc
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Callable, Optional
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
@@ -38,7 +39,7 @@ def fgsm(forward: Forward, x: torch.Tensor, y: torch.Tensor, eps: float) -> torc
 
 
 def pgd(forward: Forward, x: torch.Tensor, y: torch.Tensor, eps: float, steps: int = 10,
-        step_size: Optional[float] = None, generator: Optional[torch.Generator] = None) -> torch.Tensor:
+        step_size: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """L-inf PGD with a uniform random start; stays in the eps-ball around x and in [0, 1]."""
     step_size = 2.5 * eps / steps if step_size is None else step_size
     start = (torch.rand(x.shape, generator=generator) * 2 - 1).to(x) * eps
@@ -68,7 +69,7 @@ def _probe_on(probe: LinearProbe, device: torch.device) -> LinearProbe:
 class AdversarialOptions:
     eps: list[Annotated[float, Positive]] = field(default_factory=lambda: [4.0, 8.0])  # radii in units of 1/255
     pgd_steps: Annotated[int, AtLeast(1)] = 10
-    max_images: Annotated[Optional[int], AtLeast(1)] = 1000  # seeded test subset
+    max_images: Annotated[int | None, AtLeast(1)] = 1000  # seeded test subset
     seed: int = 0
 
 

@@ -8,10 +8,11 @@ model's public API (``embed``, ``project`` and, for :class:`HasUncertainty` meth
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -37,8 +38,8 @@ class ModelOnData:
     device: str = "auto"
     batch_size: int = 512
     feature_layer: str = "backbone"
-    max_train: Optional[int] = None  # cap on training images (seeded subset) for probes, kNN and references
-    data_root: Optional[str] = None
+    max_train: int | None = None  # cap on training images (seeded subset) for probes, kNN and references
+    data_root: str | None = None
     seed: int = 0  # seed of the max_train subset and of the offline probe
     num_workers: int = 0  # image-decoding processes for folder datasets
     _cache: dict = field(default_factory=dict, init=False, repr=False)
@@ -52,7 +53,7 @@ class ModelOnData:
         if self.max_train is not None and self.max_train < 1:
             raise ConfigError(f"--max-train must be >= 1, got {self.max_train}")
 
-    def for_run(self, run_dir: str | Path) -> "ModelOnData":
+    def for_run(self, run_dir: str | Path) -> ModelOnData:
         """The same settings on another run (ensemble members, reference runs), with its own cache."""
         return dataclasses.replace(self, run_dir=Path(run_dir))
 
@@ -73,7 +74,7 @@ class ModelOnData:
         return self.model.cfg.method
 
     # ----------------------------------------------------------------- data
-    def dataset(self, spec: Optional[str] = None, split: Split = "test", skip_corrupt: bool = False,
+    def dataset(self, spec: str | None = None, split: Split = "test", skip_corrupt: bool = False,
                 cap_train: bool = True) -> ImageSource:
         """``spec`` (default: the training dataset) conformed to the model's input; a train split is the
         seeded ``max_train`` subset unless ``cap_train`` is off. ``skip_corrupt``: unreadable files yield
@@ -93,14 +94,14 @@ class ModelOnData:
         return classes
 
     def batches(self, data: ImageSource, description: str
-                ) -> Iterator[tuple[Optional[torch.Tensor], Any, Any, torch.Tensor]]:
+                ) -> Iterator[tuple[torch.Tensor | None, Any, Any, torch.Tensor]]:
         """(uint8 images, labels, indices, skipped indices) per batch; unreadable images are skipped."""
         loader = DataLoader(data, batch_size=self.batch_size, shuffle=False, num_workers=self.num_workers,
                             collate_fn=collate_skip_corrupt)
         yield from progress(loader, description)
 
     # ----------------------------------------------------------------- model outputs
-    def embed_fn(self, layer: Optional[str] = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    def embed_fn(self, layer: str | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
         """uint8 images -> features of ``layer`` (default: the context's feature layer)."""
         layer = layer or self.feature_layer
         if layer not in FEATURE_LAYERS:
@@ -108,7 +109,7 @@ class ModelOnData:
         return {"backbone": self.model.embed, "projection": self.model.project, "pixels": pixel_features}[layer]
 
     @torch.no_grad()
-    def outputs(self, images: torch.Tensor, uncertainty_score: Optional[str] = None) -> dict[str, torch.Tensor]:
+    def outputs(self, images: torch.Tensor, uncertainty_score: str | None = None) -> dict[str, torch.Tensor]:
         """Backbone features, L2-normalized projection and, for :class:`HasUncertainty` methods, the
         ``uncertainty_score`` (default: the method's first) of a batch, on CPU."""
         images = images.to(self.torch_device)
@@ -118,7 +119,7 @@ class ModelOnData:
             out["uncertainty"] = self.model.uncertainty(images, score=uncertainty_score).float()
         return {k: v.cpu() for k, v in out.items()}
 
-    def collect(self, data: ImageSource, description: str, uncertainty_score: Optional[str] = None
+    def collect(self, data: ImageSource, description: str, uncertainty_score: str | None = None
                 ) -> dict[str, torch.Tensor]:
         """:meth:`outputs` and labels of every readable image of ``data``."""
         parts: dict[str, list[torch.Tensor]] = {}
@@ -131,7 +132,7 @@ class ModelOnData:
             raise DatasetError(f"{data.name}: no readable images")
         return {k: torch.cat(v) for k, v in parts.items()}
 
-    def features(self, split: Split, spec: Optional[str] = None, layer: Optional[str] = None
+    def features(self, split: Split, spec: str | None = None, layer: str | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor]:
         """Cached (features, labels) of a split of ``spec`` (default: the training dataset)."""
         layer = layer or self.feature_layer
@@ -141,7 +142,7 @@ class ModelOnData:
             self._cache[key] = self.extract(data, f"{layer} features: {data.name} {split}", layer)
         return self._cache[key]
 
-    def extract(self, data: ImageSource, description: str, layer: Optional[str] = None
+    def extract(self, data: ImageSource, description: str, layer: str | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         """Uncached (features, labels) of any dataset (default: the context's feature layer)."""
         return extract(self.embed_fn(layer), data, self.batch_size, self.torch_device, description, self.num_workers)

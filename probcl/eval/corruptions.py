@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
+from probcl.config import AtLeast
+from probcl.core.io import read_json
 from probcl.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from probcl.data.datasets import TensorImages
-from probcl.config import AtLeast
 from probcl.eval.context import ModelOnData
 from probcl.eval.inputs import id_test_images, probe_logits
 from probcl.eval.suites import SUITES
-from probcl.core.io import read_json
 
 
-def corruption_accuracies(ctx: ModelOnData, names: list[str], max_images: Optional[int], seed: int) -> dict:
+def corruption_accuracies(ctx: ModelOnData, names: list[str], max_images: int | None, seed: int) -> dict:
     """{"clean": top-1, "top1": {corruption: [top-1 at severity 1..5]}, "images": n} of the context's probe."""
     data, _ = id_test_images(ctx, max_images, seed)
     labels = data.labels()
@@ -43,13 +43,13 @@ def corruption_errors(run: dict, reference: dict) -> dict:
     return {"mce": _mean(ce.values()), "relative_mce": _mean(relative.values()), "ce": ce, "relative_ce": relative}
 
 
-def _mean(values) -> Optional[float]:
+def _mean(values) -> float | None:
     values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
 
 
 def _reference_accuracies(ctx: ModelOnData, reference: str, protocol: dict, names: list[str],
-                          max_images: Optional[int], seed: int) -> dict:
+                          max_images: int | None, seed: int) -> dict:
     """The reference run's accuracies: from its eval.json when measured under the same protocol, else measured."""
     stored = read_json(Path(reference) / "eval.json", {}).get("corruptions")
     same = stored and all(stored["protocol"].get(k) == protocol[k] for k in ("images", "seed", "feature_layer", "train_images", "corruptions"))
@@ -60,10 +60,10 @@ def _reference_accuracies(ctx: ModelOnData, reference: str, protocol: dict, name
 
 @dataclass
 class CorruptionsOptions:
-    corruptions: Optional[list[str]] = None  # default: all of probcl.data.corruptions
-    max_images: Annotated[Optional[int], AtLeast(1)] = 2000  # seeded test subset
+    corruptions: list[str] | None = None  # default: all of probcl.data.corruptions
+    max_images: Annotated[int | None, AtLeast(1)] = 2000  # seeded test subset
     seed: int = 0
-    reference: Optional[str] = None  # run directory: mCE / relative mCE against it
+    reference: str | None = None  # run directory: mCE / relative mCE against it
 
     def __post_init__(self) -> None:
         for name in self.corruptions or []:

@@ -6,19 +6,19 @@ EBCLR Tables 1 and 3: the efficiency of a reference run relative to this run is
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
+from probcl.core.runs import epoch_curve
 from probcl.errors import RunError
 from probcl.eval.context import ModelOnData
 from probcl.eval.suites import SUITES
-from probcl.core.runs import epoch_curve
 
 MONITOR_KEYS = {"knn_top1": "monitor/knn_top1", "probe_top1": "monitor/probe_top1"}
 
 
-def epochs_to_reach(curve: Sequence[tuple[int, float]], target: float) -> Optional[int]:
+def epochs_to_reach(curve: Sequence[tuple[int, float]], target: float) -> int | None:
     """The first epoch count (1-based: epoch index + 1) at which the curve is >= target; None if never."""
     for epoch, value in curve:
         if value >= target:
@@ -26,7 +26,7 @@ def epochs_to_reach(curve: Sequence[tuple[int, float]], target: float) -> Option
     return None
 
 
-def relative_efficiency(curve: Sequence[tuple[int, float]], reference: Sequence[tuple[int, float]]) -> Optional[float]:
+def relative_efficiency(curve: Sequence[tuple[int, float]], reference: Sequence[tuple[int, float]]) -> float | None:
     """epochs_to_reach(curve, final value of reference) / epochs of reference; None if never reached."""
     if not curve or not reference:
         raise RunError("relative efficiency needs per-epoch monitor values for both runs (metrics.jsonl)")
@@ -36,7 +36,7 @@ def relative_efficiency(curve: Sequence[tuple[int, float]], reference: Sequence[
 
 @dataclass
 class EfficiencyOptions:
-    reference: Optional[str] = None  # run directory whose final accuracy this run must reach
+    reference: str | None = None  # run directory whose final accuracy this run must reach
 
 
 @SUITES.register("efficiency", options=EfficiencyOptions, title="Sample efficiency")

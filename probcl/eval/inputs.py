@@ -1,8 +1,6 @@
 """What the suites feed a model: the seeded in-memory test subset, and any image set through the probe."""
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from probcl.data.datasets import ImageSource, TensorImages
@@ -10,7 +8,7 @@ from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
 
 
-def id_test_images(ctx: ModelOnData, max_images: Optional[int], seed: int) -> tuple[TensorImages, torch.Tensor]:
+def id_test_images(ctx: ModelOnData, max_images: int | None, seed: int) -> tuple[TensorImages, torch.Tensor]:
     """The in-distribution test set (or a seeded subset of it) held in memory, and the indices taken."""
     data = ctx.dataset(None, "test")
     if not isinstance(data, TensorImages):

@@ -8,7 +8,6 @@ each fit warm-started from the previous solution, which keeps the sweep cheap.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +31,7 @@ class LinearProbe:
 
 
 def fit_logistic_regression(features: torch.Tensor, labels: torch.Tensor, num_classes: int, l2: float,
-                            max_iter: int = 300, init: Optional[LinearProbe] = None) -> LinearProbe:
+                            max_iter: int = 300, init: LinearProbe | None = None) -> LinearProbe:
     """Minimise mean cross-entropy + l2/2 ||W||^2 with L-BFGS (strong Wolfe line search)."""
     x = features.float()
     mean, std = x.mean(0), x.std(0).clamp_min(1e-6)

@@ -19,18 +19,19 @@ additive brightness of the paper's TensorFlow code.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Literal, Optional, Sequence, Union
+from typing import Annotated, Any, Literal
 
 import kornia.enhance as KE
 import torch
 import torch.nn.functional as F
 from torch.distributions import kl_divergence
 
+from probcl.config import AtLeast, Positive
 from probcl.data.augment import resolve_view_params
 from probcl.distributions.vmf import VonMisesFisher
 from probcl.errors import ConfigError
-from probcl.config import AtLeast, Positive
 from probcl.eval.context import ModelOnData
 from probcl.eval.inputs import id_test_images
 from probcl.eval.suites import SUITES
@@ -114,10 +115,10 @@ def lipschitz_values(model: SSLMethod, images: torch.Tensor, perturbs: dict[str,
 
 @dataclass
 class LipschitzOptions:
-    kappa: Optional[Union[Annotated[float, Positive], Literal["run"]]] = None  # vMF concentration; "run" = its kappa_e
-    max_images: Annotated[Optional[int], AtLeast(1)] = 2000  # seeded test subset
+    kappa: Annotated[float, Positive] | Literal["run"] | None = None  # vMF concentration; "run" = its kappa_e
+    max_images: Annotated[int | None, AtLeast(1)] = 2000  # seeded test subset
     layer: Literal["encoder", "projection"] = "encoder"  # the method's e(z|x) mean, or the normalized projection
-    strengths: Optional[list[float]] = None  # brightness, contrast, saturation, hue (default: the run's views)
+    strengths: list[float] | None = None  # brightness, contrast, saturation, hue (default: the run's views)
     seed: int = 0
     histogram_bins: Annotated[int, AtLeast(1)] = 40
 
@@ -127,7 +128,7 @@ class LipschitzOptions:
                               f"got {self.strengths}")
 
 
-def _kappa_for(model: SSLMethod, kappa: Optional[Union[float, str]]) -> float:
+def _kappa_for(model: SSLMethod, kappa: float | str | None) -> float:
     if kappa is None:
         return DEFAULT_KAPPA
     if kappa == "run":
@@ -137,7 +138,7 @@ def _kappa_for(model: SSLMethod, kappa: Optional[Union[float, str]]) -> float:
     return float(kappa)
 
 
-def _perturbations_for(model: SSLMethod, strengths: Optional[list[float]]) -> tuple[dict[str, tuple[str, float]], str]:
+def _perturbations_for(model: SSLMethod, strengths: list[float] | None) -> tuple[dict[str, tuple[str, float]], str]:
     """The suite's perturbations and where their strengths come from (option, the run's views, or the paper)."""
     channels = model.data_info.channels
     if strengths is not None:

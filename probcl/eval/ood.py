@@ -9,9 +9,10 @@ scikit-learn (one threshold per distinct score value).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Annotated, Callable, Optional
+from typing import Annotated
 
 import numpy as np
 import torch
@@ -156,17 +157,17 @@ def histograms(scores: dict[str, torch.Tensor], bins: int) -> dict:
 
 @dataclass
 class OodOptions:
-    datasets: Optional[list[str]] = None  # OOD sets (default: real sets for the training data + generated ones)
-    max_images: Annotated[Optional[int], AtLeast(1)] = None  # seeded subset of the ID test set and each OOD set
+    datasets: list[str] | None = None  # OOD sets (default: real sets for the training data + generated ones)
+    max_images: Annotated[int | None, AtLeast(1)] = None  # seeded subset of the ID test set and each OOD set
     knn_k: list[Annotated[int, AtLeast(1)]] = field(default_factory=lambda: [1, 10, 200])  # k of kNN distances
     mc_passes: Annotated[int, AtLeast(1)] = 20  # MC-dropout forward passes
     dropout: Annotated[float, InRange(0, 1, high_open=True)] = 0.2  # MC-dropout rate on the probe's input
-    runs: Optional[list[str]] = None  # other runs of the same method: deep-ensemble MSP
+    runs: list[str] | None = None  # other runs of the same method: deep-ensemble MSP
     seed: int = 0
     histogram_bins: Annotated[int, AtLeast(1)] = 40
 
 
-def ood_sets(ctx: ModelOnData, specs: Optional[list[str]], id_data: TensorImages, max_images: Optional[int],
+def ood_sets(ctx: ModelOnData, specs: list[str] | None, id_data: TensorImages, max_images: int | None,
              seed: int) -> tuple[dict[str, ImageSource], dict[str, str]]:
     """Named OOD datasets (requested or default) and the default ones skipped because not installed."""
     explicit = bool(specs)

@@ -17,7 +17,6 @@ in-distribution (ID) training data alone; none needs OOD examples.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -45,7 +44,7 @@ class Gaussian:
         return best.float()
 
 
-def fit_gaussian(features: torch.Tensor, labels: Optional[torch.Tensor] = None) -> Gaussian:
+def fit_gaussian(features: torch.Tensor, labels: torch.Tensor | None = None) -> Gaussian:
     """Class means and the pooled within-class covariance (one Gaussian when ``labels`` is None)."""
     x = features.double()
     if len(x) < 2:
@@ -85,7 +84,7 @@ class TailCombiner:
     two_sided: frozenset[str] = frozenset()
 
     @classmethod
-    def fit(cls, id_scores: dict[str, torch.Tensor], two_sided: frozenset[str] = frozenset()) -> "TailCombiner":
+    def fit(cls, id_scores: dict[str, torch.Tensor], two_sided: frozenset[str] = frozenset()) -> TailCombiner:
         if not id_scores:
             raise ConfigError("the combined OOD score needs at least one score")
         return cls({k: v.double().sort().values for k, v in id_scores.items()}, frozenset(two_sided))

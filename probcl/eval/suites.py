@@ -10,8 +10,9 @@ bins, curves) that only ``probcl.report`` draws.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Iterator, Optional
+from typing import Annotated, Any
 
 from probcl.config import AtLeast, Positive, from_dict, parse_override_value
 from probcl.core.registry import Registry
@@ -36,7 +37,7 @@ class Suite:
     options: type
     title: str
 
-    def parse_options(self, raw: Optional[dict[str, Any]] = None) -> Any:
+    def parse_options(self, raw: dict[str, Any] | None = None) -> Any:
         """The validated options object; ConfigError naming ``suite.key`` and the valid keys otherwise."""
         raw = raw or {}
         valid = [f.name for f in dataclasses.fields(self.options)]
@@ -47,7 +48,7 @@ class Suite:
             raise ConfigError(f"unknown suite option {keys}; {choices}")
         return from_dict(self.options, raw, self.name)
 
-    def __call__(self, ctx: ModelOnData, options: Optional[dict[str, Any]] = None) -> dict:
+    def __call__(self, ctx: ModelOnData, options: dict[str, Any] | None = None) -> dict:
         return self.run(ctx, self.parse_options(options))
 
 
@@ -57,7 +58,7 @@ class SuiteRegistry:
     def __init__(self) -> None:
         self._suites: Registry[Suite] = Registry("evaluation suite")
 
-    def register(self, name: str, options: type = NoOptions, title: Optional[str] = None
+    def register(self, name: str, options: type = NoOptions, title: str | None = None
                  ) -> Callable[[SuiteFn], SuiteFn]:
         def decorator(fn: SuiteFn) -> SuiteFn:
             self._suites.register(name)(Suite(name, fn, options, title or name))
@@ -77,7 +78,7 @@ class SuiteRegistry:
     def __iter__(self) -> Iterator[str]:
         return iter(self._suites)
 
-    def parse_all(self, suites: list[str], options: Optional[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    def parse_all(self, suites: list[str], options: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
         """Validated options of each suite in ``suites``; options for a suite not in ``suites`` are an error."""
         options = options or {}
         stray = [name for name in options if name not in suites]

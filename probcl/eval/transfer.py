@@ -3,7 +3,6 @@ linear probe is fitted on dataset B's training images and tested on B's test ima
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
@@ -18,7 +17,7 @@ DEFAULT_TARGETS = {
 
 @dataclass
 class TransferOptions:
-    datasets: Optional[list[str]] = None  # target dataset specs (default: one per training dataset)
+    datasets: list[str] | None = None  # target dataset specs (default: one per training dataset)
     seed: int = 0
 
 

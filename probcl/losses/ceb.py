@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +32,7 @@ class CEBTerms:
     """A CEB loss and the batch means of its two information terms (nats)."""
 
     loss: torch.Tensor
-    residual: Optional[torch.Tensor]  # I(X;Z|Y) upper bound; None in the deterministic limit kappa_e = inf
+    residual: torch.Tensor | None  # I(X;Z|Y) upper bound; None in the deterministic limit kappa_e = inf
     information: torch.Tensor  # I(Y;Z) lower bound (log K - CatGen cross-entropy)
 
 
@@ -61,7 +61,7 @@ def catgen_information(logits: torch.Tensor, targets: torch.Tensor) -> torch.Ten
     return torch.log(num_candidates) - F.cross_entropy(logits, targets, reduction="none")
 
 
-def _sample_encoder(r_x: torch.Tensor, kappa_e: float) -> tuple[torch.Tensor, Optional[VonMisesFisher]]:
+def _sample_encoder(r_x: torch.Tensor, kappa_e: float) -> tuple[torch.Tensor, VonMisesFisher | None]:
     if math.isinf(kappa_e):  # e = delta(r_x): the SimCLR limit (Eq. 9)
         return r_x, None
     e = VonMisesFisher(r_x, kappa_e)
@@ -70,7 +70,7 @@ def _sample_encoder(r_x: torch.Tensor, kappa_e: float) -> tuple[torch.Tensor, Op
 
 def _c_simclr_direction(r_x: torch.Tensor, r_y: torch.Tensor, all_x: torch.Tensor, all_y: torch.Tensor,
                         targets: torch.Tensor, kappa_e: float, kappa_b: float, beta: float,
-                        candidates: str) -> tuple[torch.Tensor, Optional[torch.Tensor], torch.Tensor]:
+                        candidates: str) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """One direction x -> y of Figure 5: per-sample (loss, residual, information)."""
     z, e = _sample_encoder(r_x, kappa_e)
     logits = vmf_log_prob_matrix(z, all_y, kappa_b)  # log b(z | y_k), the B cross-view candidates

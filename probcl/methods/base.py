@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import typing
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Generic, Optional, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import lightning.pytorch as pl
 import torch
@@ -22,17 +22,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from probcl.config import Config, from_dict
-from probcl.errors import TrainingDivergedError
-from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
 from probcl.core.distributed import world_size
+from probcl.core.registry import Registry
+from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
+from probcl.errors import TrainingDivergedError
+from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.models.backbones import build_backbone, memory_format_for
 from probcl.models.ema import ema_update_
 from probcl.models.heads import projection_head
 from probcl.models.pretrained import describe_pretrained, load_pretrained_
-from probcl.methods.optim import build_optimizer, build_scheduler
-from probcl.core.registry import Registry
 
-METHODS: Registry[type["SSLMethod"]] = Registry("method")
+METHODS: Registry[type[SSLMethod]] = Registry("method")
 
 
 @dataclass
@@ -42,7 +42,7 @@ class DataInfo:
     dataset: str
     channels: int
     image_size: int
-    num_classes: Optional[int]
+    num_classes: int | None
     mean: list[float]
     std: list[float]
 
@@ -82,7 +82,7 @@ class SSLMethod(pl.LightningModule, Generic[P]):
             if isinstance(origin, type) and issubclass(origin, SSLMethod) and args and isinstance(args[0], type):
                 cls.Params = args[0]
 
-    def __init__(self, config: Config | dict, data_info: DataInfo | dict, hp: Optional[P] = None) -> None:
+    def __init__(self, config: Config | dict, data_info: DataInfo | dict, hp: P | None = None) -> None:
         """``config``: a validated :class:`Config` (or its plain dict, as a checkpoint holds it);
         ``hp``: ``Params`` already validated from ``config.method_args`` (default: validate them here)."""
         super().__init__()

@@ -12,18 +12,17 @@ K = the run's total number of optimiser steps.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from probcl.config import AtLeast, InRange, Positive
 from probcl.losses.normalized_mse import byol_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
 from probcl.methods.capabilities import DirectionalEncoder
 from probcl.methods.collapse import CollapseParams, CollapseWatch
-from torch import nn
-
 from probcl.models.ema import cosine_momentum, momentum_copy
 from probcl.models.heads import predictor_head
 
@@ -32,7 +31,7 @@ from probcl.models.heads import predictor_head
 class BYOLParams(CollapseParams):
     tau_base: Annotated[float, InRange(0, 1, high_open=True)] = 0.99  # target EMA at step 0 (0.996 for 1000 epochs)
     w_byol: Annotated[float, Positive] = 1.0  # loss weight (CEB App. A.6 uses 2 to 5 for C-BYOL)
-    pred_hidden: Annotated[Optional[int], AtLeast(1)] = None  # predictor hidden width; default proj_hidden (BYOL: 4096)
+    pred_hidden: Annotated[int | None, AtLeast(1)] = None  # predictor hidden width; default proj_hidden (BYOL: 4096)
 
 
 @METHODS.register("byol")

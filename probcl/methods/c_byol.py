@@ -14,7 +14,7 @@ summed over both directions (as BYOL's loss here), each a batch mean. m is a tra
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +36,7 @@ class CBYOLParams(BYOLParams):
     kappa_e: Annotated[float, Positive] = 16384.0  # concentration of the forward encoder e(z|x)
     kappa_b: Annotated[float, Positive] = 10.0  # concentration of the backward encoder b(z|y)
     beta: Annotated[float, NonNegative] = 1.0  # compression strength (Eq. 1)
-    b_hidden: Annotated[Optional[int], AtLeast(1)] = None  # hidden width of m (b's mean network); default proj_hidden
+    b_hidden: Annotated[int | None, AtLeast(1)] = None  # hidden width of m (b's mean network); default proj_hidden
 
 
 @METHODS.register("c-byol")

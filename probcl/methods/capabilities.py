@@ -17,7 +17,7 @@ it takes *normalized* network inputs.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar, Optional
+from typing import ClassVar
 
 import torch
 
@@ -31,10 +31,10 @@ class HasUncertainty(ABC):
     uncertainty_scores: ClassVar[tuple[str, ...]]
 
     @abstractmethod
-    def uncertainty(self, images: torch.Tensor, score: Optional[str] = None) -> torch.Tensor:
+    def uncertainty(self, images: torch.Tensor, score: str | None = None) -> torch.Tensor:
         """Per-image uncertainty (N,), higher = more uncertain; ``score`` is one of ``uncertainty_scores``."""
 
-    def uncertainty_score_name(self, score: Optional[str] = None) -> str:
+    def uncertainty_score_name(self, score: str | None = None) -> str:
         """``score`` checked against ``uncertainty_scores`` (None = the default score)."""
         if score is None:
             return self.uncertainty_scores[0]

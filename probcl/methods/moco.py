@@ -15,7 +15,7 @@ the same queue, and the key encoder's BatchNorm sees a batch shuffled across ran
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Optional, TypeVar
+from typing import Annotated, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -24,8 +24,15 @@ from torch import nn
 from probcl.config import ConfigError, Positive
 from probcl.losses.info_nce import info_nce_loss, queue_logits
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
-from probcl.methods.components import (LEGACY_KEY_ENCODER_NAMES, LEGACY_QUEUE_NAMES, KeyQueue, MomentumKeyEncoder,
-                                       QueueParams, moco_head, rename_state_keys)
+from probcl.methods.components import (
+    LEGACY_KEY_ENCODER_NAMES,
+    LEGACY_QUEUE_NAMES,
+    KeyQueue,
+    MomentumKeyEncoder,
+    QueueParams,
+    moco_head,
+    rename_state_keys,
+)
 
 
 @dataclass
@@ -35,7 +42,7 @@ class Queries:
 
     h: torch.Tensor
     q: torch.Tensor
-    stat: Optional[torch.Tensor] = None
+    stat: torch.Tensor | None = None
 
 
 QP = TypeVar("QP", bound=QueueParams)

@@ -7,7 +7,7 @@ h = f(x), z = g(h) (projection with BatchNorm on its output), p = q(z) (bottlene
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Annotated
 
 from torch import nn
 
@@ -20,7 +20,7 @@ from probcl.models.heads import mlp, predictor_head
 
 @dataclass
 class SimSiamParams(CollapseParams):
-    pred_hidden: Annotated[Optional[int], AtLeast(1)] = None  # predictor bottleneck; default proj_out // 4 (SimSiam: 2048 -> 512)
+    pred_hidden: Annotated[int | None, AtLeast(1)] = None  # predictor bottleneck; default proj_out // 4 (SimSiam: 2048 -> 512)
 
 
 @METHODS.register("simsiam")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import Annotated, ClassVar, Optional
+from typing import Annotated, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -87,7 +87,7 @@ class TemperatureAsUncertainty(HasUncertainty):
         """Pre-sigmoid temperature output u (N,): the inverse temperature is sigmoid(u) / scale."""
         return self.split(self.embed(images))[1]
 
-    def uncertainty(self, images: torch.Tensor, score: Optional[str] = None) -> torch.Tensor:
+    def uncertainty(self, images: torch.Tensor, score: str | None = None) -> torch.Tensor:
         """Per-image uncertainty (higher = more uncertain); ``score`` is one of ``UNCERTAINTY_SCORES``
         (default ``neg_u``)."""
         return uncertainty_from_u(self.raw_u(images), self.uncertainty_score_name(score))
@@ -160,8 +160,8 @@ class TauMoCo(TemperatureAsUncertainty, MomentumContrast[TauMoCoParams]):
 @dataclass
 class TauPosthocParams(TauParams):
     projection: bool = False  # also train a fresh projection head (default: the frozen feature is the embedding)
-    input_mean: Optional[list[float]] = None  # the frozen encoder's input normalization (default: from init,
-    input_std: Optional[list[Annotated[float, Positive]]] = None  # when it records one; else the data's statistics)
+    input_mean: list[float] | None = None  # the frozen encoder's input normalization (default: from init,
+    input_std: list[Annotated[float, Positive]] | None = None  # when it records one; else the data's statistics)
 
     def __post_init__(self) -> None:
         if (self.input_mean is None) != (self.input_std is None):
@@ -215,7 +215,7 @@ class TauPosthoc(TauSimCLR):
             return super().split(h)
         return h, self.temperature_head(h).squeeze(1)
 
-    def train(self, mode: bool = True) -> "TauPosthoc":
+    def train(self, mode: bool = True) -> TauPosthoc:
         """Train mode everywhere but the frozen backbone, whose BatchNorm statistics stay fixed."""
         super().train(mode)
         self.backbone.eval()

@@ -19,9 +19,10 @@ trained encoder after every optimiser step; VEM's sampler replaces MoCo's queue.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Annotated, Iterator, Literal, Optional, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -31,8 +32,13 @@ from probcl.config import AtLeast, InRange, NonNegative, Positive
 from probcl.core.distributed import gather_no_grad
 from probcl.losses.info_nce import info_nce_loss, queue_logits
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
-from probcl.methods.components import (LEGACY_KEY_ENCODER_NAMES, MomentumKeyEncoder, MomentumKeyParams, moco_head,
-                                       rename_state_keys)
+from probcl.methods.components import (
+    LEGACY_KEY_ENCODER_NAMES,
+    MomentumKeyEncoder,
+    MomentumKeyParams,
+    moco_head,
+    rename_state_keys,
+)
 from probcl.samplers.feature_space import BankSampler, FeatureBank
 from probcl.samplers.image_bank import ImageBank
 
@@ -64,7 +70,7 @@ class FeatureBankParams(VEMParams):
 
 @dataclass
 class VEMLangevinParams(FeatureBankParams):
-    noise_scale: Annotated[Optional[float], NonNegative] = None  # eps; None = sqrt(1 / N) (optimizer), sqrt(t / N) (literal)
+    noise_scale: Annotated[float | None, NonNegative] = None  # eps; None = sqrt(1 / N) (optimizer), sqrt(t / N) (literal)
 
 
 @dataclass
@@ -72,7 +78,7 @@ class VEMSVGDParams(FeatureBankParams):
     # Eq. 9's RBF kernel (median heuristic). Alg. 2's linear kernel is degenerate as printed: its +B term is
     # radial (removed by the renormalisation) and B B^T dB moves every row in one shared direction.
     kernel: Literal["linear", "rbf"] = "rbf"
-    bandwidth: Annotated[Optional[float], Positive] = None  # RBF h; None = median heuristic
+    bandwidth: Annotated[float | None, Positive] = None  # RBF h; None = median heuristic
 
 
 @dataclass
@@ -105,7 +111,7 @@ class VEM(SSLMethod[VP]):
     :meth:`build_sampler` and implement :meth:`sample_negatives`. The loss is MoCo's Eq. 1 = Alg. 1 l. 16-20."""
 
     divergence_hint = "lower optim.lr or method_args.step_size, or raise method_args.temperature"
-    key_encoder: Optional[MomentumKeyEncoder]
+    key_encoder: MomentumKeyEncoder | None
 
     def build(self) -> None:
         if self.hp.base == "moco":

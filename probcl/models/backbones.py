@@ -6,7 +6,7 @@ Every backbone maps (N, C, H, W) to (N, out_dim) features and exposes ``out_dim`
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

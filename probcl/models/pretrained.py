@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import torch
 from torch import nn
@@ -29,13 +28,13 @@ class PretrainedSource:
     """What is known about a pretrained backbone before its weights are read."""
 
     path: Path
-    model: Optional[dict] = None  # its ModelConfig as a dict, when recorded
-    mean: Optional[list[float]] = None  # the input normalization it was trained with, when recorded
-    std: Optional[list[float]] = None
-    run_state: Optional[dict[str, torch.Tensor]] = None  # a run's backbone weights, read with its config
+    model: dict | None = None  # its ModelConfig as a dict, when recorded
+    mean: list[float] | None = None  # the input normalization it was trained with, when recorded
+    std: list[float] | None = None
+    run_state: dict[str, torch.Tensor] | None = None  # a run's backbone weights, read with its config
 
 
-def describe_pretrained(init: Optional[str], method: str) -> PretrainedSource:
+def describe_pretrained(init: str | None, method: str) -> PretrainedSource:
     """Identify ``init`` (run or weights file) and read its recorded architecture; clear errors otherwise."""
     if not init:
         raise ConfigError(f"method {method!r} trains on top of a pretrained encoder: pass --init RUN_DIR "

@@ -3,8 +3,8 @@ and the cells' run directories, written as ``report.md`` and a self-contained ``
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 from probcl.core.io import atomic_write_text, read_json
 from probcl.core.registry import Registry
@@ -18,7 +18,7 @@ TableHook = Callable[[Document, dict, str], None]
 TABLES: Registry[TableHook] = Registry("suite tables")  # suites whose metrics need their own table layout
 
 
-def format_stat(stat: Optional[dict]) -> str:
+def format_stat(stat: dict | None) -> str:
     """``mean +- std`` (std only over several seeds); 3 decimals for values in [-1, 1], else 2."""
     if not stat:
         return ""

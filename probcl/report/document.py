@@ -5,9 +5,10 @@ from __future__ import annotations
 import base64
 import html
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence, Union
+from typing import Union
 
 
 @dataclass

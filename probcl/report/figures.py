@@ -8,8 +8,8 @@ are named ``<stem>-<label>.png``. Evaluation code never draws: only these hooks 
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from probcl.core.registry import Registry
 from probcl.eval.calibration import calibration_errors

@@ -2,8 +2,8 @@
 drawn from the figure data of the ``lipschitz`` suite's results."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from matplotlib.figure import Figure
 

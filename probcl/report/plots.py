@@ -1,8 +1,8 @@
 """Figures of evaluation results, written as PNG files (matplotlib, Agg canvas, no display needed)."""
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -43,7 +43,7 @@ def reliability_diagram(bins: dict, path: str | Path, title: str = "") -> Path:
 
 
 def score_histograms(histograms: dict[str, dict], path: str | Path, title: str = "",
-                     scores: Optional[Sequence[str]] = None) -> Path:
+                     scores: Sequence[str] | None = None) -> Path:
     """One panel per score: the normalized score distribution of the ID set and of each OOD set."""
     names = [s for s in (scores or list(histograms)) if s in histograms]
     if not names:

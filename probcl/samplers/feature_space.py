@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -76,7 +76,7 @@ def median_bandwidth(sq_distances: torch.Tensor) -> float:
     return max(float(median) / math.log(max(m, 2)), 1e-8)
 
 
-def svgd_rbf_direction(bank: torch.Tensor, score: torch.Tensor, bandwidth: Optional[float] = None) -> torch.Tensor:
+def svgd_rbf_direction(bank: torch.Tensor, score: torch.Tensor, bandwidth: float | None = None) -> torch.Tensor:
     """Eq. 9 with k(x, y) = exp(-||x - y||^2 / h): (1/M) sum_j [k_ji score_j + grad_{x_j} k(x_j, x_i)].
 
     ``bandwidth`` h defaults to the median heuristic. The repulsive term is
@@ -118,9 +118,9 @@ class BankSampler:
     steps: int = 10  # eta
     step_size: float = 1.0  # alpha, the bank learning rate (Appendix D: 1.0 or 0.5)
     schedule: Schedule = "decreasing"
-    noise_scale: Optional[float] = None  # eps (Langevin only); None = sqrt of the drift scale (see above)
+    noise_scale: float | None = None  # eps (Langevin only); None = sqrt of the drift scale (see above)
     kernel: Literal["linear", "rbf"] = "rbf"  # SVGD kernel: RBF (Eq. 9); linear (Alg. 2) is degenerate
-    bandwidth: Optional[float] = None  # RBF h; None = median heuristic
+    bandwidth: float | None = None  # RBF h; None = median heuristic
     update: BankUpdate = "optimizer"  # Appendix D's bank optimiser, or Alg. 1 line 13 literally
     momentum: float = 0.9  # the bank optimiser's momentum (Appendix D)
 
@@ -140,8 +140,8 @@ class BankSampler:
         return score if self.method == "langevin" else svgd_linear_direction(bank, score)  # Alg. 2 line 12
 
     @torch.no_grad()
-    def run(self, bank: torch.Tensor, queries: torch.Tensor, generator: Optional[torch.Generator] = None,
-            velocity: Optional[torch.Tensor] = None, lr_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    def run(self, bank: torch.Tensor, queries: torch.Tensor, generator: torch.Generator | None = None,
+            velocity: torch.Tensor | None = None, lr_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
         """(bank, velocity) after ``steps`` updates towards the normalized ``queries`` (N, k); inputs untouched.
 
         ``velocity`` is the optimiser's momentum buffer (zeros when None; unused by ``literal``);

@@ -12,7 +12,7 @@ is the expensive reference VEM compares its feature-space samplers against (Appe
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn

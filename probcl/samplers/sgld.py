@@ -13,8 +13,9 @@ filled from the proposal the first time they are drawn.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Callable, Optional
+from typing import Annotated
 
 import torch
 
@@ -40,7 +41,7 @@ class SGLDTrace:
 
 def proximal_sgld(energy_fn: EnergyFn, init: torch.Tensor, steps: int, step_size: float, clamp: float,
                   sigma: torch.Tensor | float,
-                  bounds: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> SGLDTrace:
+                  bounds: tuple[torch.Tensor, torch.Tensor] | None = None) -> SGLDTrace:
     """Run Eq. 21 for ``steps`` steps from ``init``; ``sigma`` is a float or per-sample (B,) tensor.
 
     Only the input receives gradients (model parameters are left untouched). ``bounds``
@@ -72,7 +73,7 @@ class ReplayBuffer:
         self.capacity = capacity
         self.reinit_prob = reinit_prob
         self.sample_shape = tuple(sample_shape)
-        self.samples: Optional[torch.Tensor] = None  # (capacity, *sample_shape), allocated on first use
+        self.samples: torch.Tensor | None = None  # (capacity, *sample_shape), allocated on first use
         self.counts = torch.full((capacity,), -1, dtype=torch.long)
 
     def _allocated(self) -> torch.Tensor:
@@ -151,7 +152,7 @@ class MultiStageSGLD:
         self.buffer = buffer
 
     def sample(self, energy_fn: EnergyFn, n: int, proposal: ProposalFn, device: torch.device | str = "cpu",
-               bounds: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> SGLDTrace:
+               bounds: tuple[torch.Tensor, torch.Tensor] | None = None) -> SGLDTrace:
         """``n`` samples of q(v) proportional to exp(-E(v)) (Algorithm 1)."""
         c = self.config
         idx, init, counts, _ = self.buffer.draw(n, proposal, device)

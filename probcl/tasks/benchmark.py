@@ -14,10 +14,11 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import torch
 import yaml
@@ -47,8 +48,8 @@ class BenchmarkEval:
 
     device: str = "auto"
     batch_size: int = 512
-    max_train: Optional[int] = None  # seeded subset of training images for probes and kNN
-    data_root: Optional[str] = None
+    max_train: int | None = None  # seeded subset of training images for probes and kNN
+    data_root: str | None = None
 
 
 @dataclass
@@ -58,15 +59,15 @@ class BenchmarkConfig:
     title: str = "probcl benchmark"
     description: str = ""  # budget and hardware notes, printed at the top of the report
     out: str = "runs/benchmark"
-    base: Optional[str] = None  # preset giving shared settings
+    base: str | None = None  # preset giving shared settings
     methods: dict = field(default_factory=dict)  # label -> preset path, or {config: path, overrides: {...}, seeds: [...]}
     overrides: dict = field(default_factory=dict)  # dotted keys applied to every cell: the common budget
     seeds: list[int] = field(default_factory=lambda: [0])
-    batch_sizes: Optional[list[int]] = None  # optional extra grid axis
-    dataset: Optional[str] = None
+    batch_sizes: list[int] | None = None  # optional extra grid axis
+    dataset: str | None = None
     suites: list[str] = field(default_factory=lambda: ["linear", "knn"])
     suite_options: dict = field(default_factory=dict)  # {suite: {option: value}}
-    reference: Optional[str] = None  # method label: reference run for `efficiency` and `corruptions` (mCE)
+    reference: str | None = None  # method label: reference run for `efficiency` and `corruptions` (mCE)
     ensemble: bool = False  # `ood` deep ensemble over each method's seeds
     headline: dict = field(default_factory=lambda: dict(DEFAULT_HEADLINE))  # column title -> "suite/metric"
     eval: BenchmarkEval = field(default_factory=BenchmarkEval)
@@ -78,7 +79,7 @@ class Cell:
 
     method: str
     seed: int
-    batch_size: Optional[int] = None
+    batch_size: int | None = None
 
     @property
     def name(self) -> str:
@@ -299,7 +300,7 @@ def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
             "config": to_plain(bench), "cells": rows, "groups": groups}
 
 
-def run_benchmark(bench: BenchmarkConfig, base_dir: Path, out: Optional[str | Path] = None,
+def run_benchmark(bench: BenchmarkConfig, base_dir: Path, out: str | Path | None = None,
                   log: Callable[[str], None] = print) -> Path:
     """Train and evaluate every cell (skipping finished work), then write results.json and the reports."""
     root = Path(out or bench.out)
@@ -317,7 +318,7 @@ def run_benchmark(bench: BenchmarkConfig, base_dir: Path, out: Optional[str | Pa
     return rebuild_report(bench, root, log)
 
 
-def rebuild_report(bench: BenchmarkConfig, out: Optional[str | Path] = None, log: Callable[[str], None] = print) -> Path:
+def rebuild_report(bench: BenchmarkConfig, out: str | Path | None = None, log: Callable[[str], None] = print) -> Path:
     """Write results.json, report.md and report.html from the cells present under the output folder."""
     from probcl.report.benchmark_report import write_report
 

@@ -4,16 +4,16 @@ from __future__ import annotations
 import time
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
-from probcl.eval import SUITES, ModelOnData
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.runs import RunLock, RunPaths, find_checkpoint
+from probcl.eval import SUITES, ModelOnData
 
 
 def evaluate_run(run_dir: str | Path, suites: list[str], device: str = "auto", batch_size: int = 512,
-                 feature_layer: str = "backbone", max_train: Optional[int] = None, data_root: Optional[str] = None,
-                 options: Optional[dict[str, dict[str, Any]]] = None, seed: int = 0, num_workers: int = 0,
+                 feature_layer: str = "backbone", max_train: int | None = None, data_root: str | None = None,
+                 options: dict[str, dict[str, Any]] | None = None, seed: int = 0, num_workers: int = 0,
                  figures: bool = True) -> dict:
     """Run ``suites`` (names, or ``all``) and merge the results into the run's eval.json.
 

@@ -7,7 +7,6 @@ loads into ``torchvision.models.resnet18()`` with ``strict=False`` once ``conv1`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import torch
 
@@ -16,7 +15,7 @@ from probcl.core.io import atomic_write, atomic_write_json
 from probcl.core.runs import load
 
 
-def export_backbone(run: str | Path, out: Optional[str | Path] = None, fmt: str = "safetensors") -> Path:
+def export_backbone(run: str | Path, out: str | Path | None = None, fmt: str = "safetensors") -> Path:
     """Write the backbone state_dict of ``run`` and an ``.json`` sidecar; returns the weights path."""
     model = load(run, device="cpu")
     suffix = ".safetensors" if fmt == "safetensors" else ".pt"

@@ -6,9 +6,10 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
@@ -21,14 +22,14 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from probcl.config import Config, ConfigError, TrainConfig, from_dict, save_config
-from probcl.data.datasets import TensorImages, load_dataset, random_subset
-from probcl.eval.features import extract
-from probcl.eval.knn import topk_accuracy, weighted_knn_scores
 from probcl.core.io import atomic_write
-from probcl.methods import METHODS, DataInfo, SSLMethod
 from probcl.core.metrics_log import JsonlLogger
 from probcl.core.resume import ExactResume, GracefulStop, ResumableLoader
 from probcl.core.runs import RunLock, RunPaths, move_aside
+from probcl.data.datasets import TensorImages, load_dataset, random_subset
+from probcl.eval.features import extract
+from probcl.eval.knn import topk_accuracy, weighted_knn_scores
+from probcl.methods import METHODS, DataInfo, SSLMethod
 
 STAT_SAMPLES = 10000  # images used to estimate the per-channel mean/std
 
@@ -46,7 +47,7 @@ logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropTips()
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Write checkpoints to a temporary file and rename, so a killed run never leaves a torn file."""
 
-    def save_checkpoint(self, checkpoint: dict, path, storage_options: Optional[Any] = None) -> None:
+    def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
         atomic_write(path, lambda fh: torch.save(checkpoint, fh))
 
 
@@ -119,7 +120,7 @@ def data_info_for(cfg: Config, train: TensorImages) -> DataInfo:
     return DataInfo(cfg.data.dataset, train.channels, train.image_size, train.num_classes, mean, std)
 
 
-def _monitor_sets(cfg: Config, train, seed: int) -> Optional[tuple[TensorImages, TensorImages]]:
+def _monitor_sets(cfg: Config, train, seed: int) -> tuple[TensorImages, TensorImages] | None:
     labels = train.labels()
     if not isinstance(train, TensorImages) or labels is None or not (labels >= 0).all():
         return None
@@ -195,7 +196,7 @@ def check_devices(t: TrainConfig) -> None:
         raise ConfigError(f"train.devices={t.devices!r}: use a count, a list of ids, -1 or auto")
 
 
-def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Callback] = ()) -> Path:
+def pretrain(cfg: Config, resume: bool | None = None, callbacks: Sequence[Callback] = ()) -> Path:
     """Train ``cfg.method``; resumes from ``last.ckpt`` when it exists (unless ``resume=False``).
 
     ``callbacks`` are extra Lightning callbacks (e.g. for custom logging).
@@ -211,7 +212,7 @@ def pretrain(cfg: Config, resume: Optional[bool] = None, callbacks: Sequence[Cal
         return _pretrain(cfg, paths, resume, callbacks)
 
 
-def _pretrain(cfg: Config, paths: RunPaths, resume: Optional[bool], callbacks: Sequence[Callback]) -> Path:
+def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequence[Callback]) -> Path:
     ckpt_path = paths.last if paths.last.exists() and resume is not False else None
     if resume and ckpt_path is None:
         raise ConfigError(f"--resume given but {paths.last} does not exist")

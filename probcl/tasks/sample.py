@@ -10,15 +10,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 import torch
 
 from probcl.data.datasets import ImageSource, load_dataset
-from probcl.report.plots import save_figure
 from probcl.errors import ConfigError
 from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import EnergyModel
+from probcl.report.plots import save_figure
 from probcl.samplers.sgld import proximal_sgld
 
 Start = Literal["noise", "data"]
@@ -47,7 +47,7 @@ def _random_images(data: ImageSource, count: int, generator: torch.Generator) ->
 
 @torch.no_grad()
 def draw_samples(model: SSLMethod, data: ImageSource, num: int = 64, steps: int = 200, start: Start = "noise",
-                 step_size: Optional[float] = None, clamp: Optional[float] = None, sigma: Optional[float] = None,
+                 step_size: float | None = None, clamp: float | None = None, sigma: float | None = None,
                  reference_size: int = 256, seed: int = 0) -> DrawnSamples:
     """Run proximal SGLD on the energy of ``model`` for ``steps`` steps from noise or data views.
 
@@ -85,8 +85,8 @@ def draw_samples(model: SSLMethod, data: ImageSource, num: int = 64, steps: int 
                         energy_fn(trace.samples).cpu(), energy_fn(init).cpu())
 
 
-def save_sample_grid(samples: DrawnSamples, path: str | Path, ncols: Optional[int] = None,
-                     title: Optional[str] = None) -> Path:
+def save_sample_grid(samples: DrawnSamples, path: str | Path, ncols: int | None = None,
+                     title: str | None = None) -> Path:
     """Write the samples as a PNG grid, each image titled with its energy (atomically)."""
     from matplotlib.figure import Figure
 
@@ -110,9 +110,9 @@ def save_sample_grid(samples: DrawnSamples, path: str | Path, ncols: Optional[in
     return save_figure(fig, path, dpi=100)
 
 
-def sample_run(run: str | Path, out: Optional[str | Path] = None, data: Optional[str] = None,
-               data_root: Optional[str] = None, checkpoint: str = "last", device: str = "auto",
-               ncols: Optional[int] = None, **options) -> tuple[Path, DrawnSamples]:
+def sample_run(run: str | Path, out: str | Path | None = None, data: str | None = None,
+               data_root: str | None = None, checkpoint: str = "last", device: str = "auto",
+               ncols: int | None = None, **options) -> tuple[Path, DrawnSamples]:
     """Load a run, draw samples (see :func:`draw_samples` for ``options``) and save the grid."""
     from probcl.core.runs import RunPaths, load
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Optional
+from typing import IO, Any
 
 import torch
 
@@ -42,13 +43,13 @@ class ScoreOptions:
     k: int = 10
     tpr: float = 0.95
     probe: str = "online"  # online | offline | none
-    uncertainty_score: Optional[str] = None  # a method-specific score name (e.g. TaU: neg_u, neg_u_squared)
+    uncertainty_score: str | None = None  # a method-specific score name (e.g. TaU: neg_u, neg_u_squared)
     split: Split = "all"  # split of the scored data: all | train | test
     batch_size: int = 256
-    max_train: Optional[int] = None  # seeded subset of training images as kNN reference / probe data
+    max_train: int | None = None  # seeded subset of training images as kNN reference / probe data
     seed: int = 0  # seed of the max_train subset and the offline probe
     device: str = "auto"
-    data_root: Optional[str] = None
+    data_root: str | None = None
     num_workers: int = 0
 
     def __post_init__(self) -> None:
@@ -83,17 +84,17 @@ class Scorer:
         self.ctx = ModelOnData(Path(run), options.device, options.batch_size, max_train=options.max_train,
                                data_root=options.data_root, seed=options.seed, num_workers=options.num_workers)
         self.model = self.ctx.model
-        self.uncertainty_score: Optional[str] = None  # the score used, for HasUncertainty methods
+        self.uncertainty_score: str | None = None  # the score used, for HasUncertainty methods
         if isinstance(self.model, HasUncertainty):
             self.uncertainty_score = self.model.uncertainty_score_name(options.uncertainty_score)
         elif options.uncertainty_score is not None:
             raise ConfigError(f"method {self.model.cfg.method!r} has no uncertainty score; drop --uncertainty-score")
-        self.reference: Optional[torch.Tensor] = None
-        self.probe: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+        self.reference: torch.Tensor | None = None
+        self.probe: Callable[[torch.Tensor], torch.Tensor] | None = None
         self.thresholds: dict[str, float] = {}
         self.protocol: dict[str, Any] = {}
 
-    def dataset(self, spec: Optional[str], split: Split, reference: bool = False) -> ImageSource:
+    def dataset(self, spec: str | None, split: Split, reference: bool = False) -> ImageSource:
         """``spec`` (default: the run's training data) conformed to the model's input, unreadable files
         skipped; a ``reference`` train split is capped at ``max_train``."""
         return self.ctx.dataset(spec, split, skip_corrupt=True, cap_train=reference)
@@ -126,7 +127,7 @@ class Scorer:
         self.protocol["probe"], self.protocol["probe_test_top1"] = self._fit_probe(ref, test)
 
     def _fit_probe(self, train: dict[str, torch.Tensor], test: dict[str, torch.Tensor]
-                   ) -> tuple[Optional[str], Optional[float]]:
+                   ) -> tuple[str | None, float | None]:
         """Sets ``self.probe`` (features -> logits); returns its description and test top-1 (%)."""
         probe = self.options.probe
         online = self.model.online_probe
@@ -177,7 +178,7 @@ class CsvSink:
 
     def __init__(self, fh: IO[bytes]) -> None:
         self.text = io.TextIOWrapper(fh, encoding="utf-8", newline="", write_through=True)
-        self.writer: Optional[csv.DictWriter] = None
+        self.writer: csv.DictWriter | None = None
 
     def write(self, cols: dict[str, list]) -> None:
         if self.writer is None:
@@ -227,8 +228,8 @@ def output_format(out: Path) -> str:
     return fmt
 
 
-def score_dataset(run: str | Path, data: str, out: Optional[str | Path] = None,
-                  options: Optional[ScoreOptions] = None) -> ScoreSummary:
+def score_dataset(run: str | Path, data: str, out: str | Path | None = None,
+                  options: ScoreOptions | None = None) -> ScoreSummary:
     """Score every readable image of ``data`` (dataset spec or ``folder:PATH``) with the model of ``run``.
 
     Writes ``out`` (default ``RUN/scores.csv``) atomically and a ``.json`` sidecar next to it.

@@ -5,10 +5,9 @@ import pytest
 import torch
 from torch import nn
 
+from probcl.config import load_config
 from probcl.methods.base import SSLMethod
 from probcl.methods.moco import MoCo
-
-from probcl.config import load_config
 
 from .helpers import DATA_INFO, build
 
