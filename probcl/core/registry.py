@@ -30,6 +30,11 @@ class Registry(Generic[T]):
 
         return decorator
 
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (for plug-ins and tests that register temporarily)."""
+        self.get(name)
+        del self._items[name]
+
     def get(self, name: str) -> T:
         if name not in self._items:
             raise UnknownNameError(
