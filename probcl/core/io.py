@@ -14,7 +14,7 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], None]) -> None:
+def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], object]) -> None:
     """Call ``write(fh)`` on a temporary file and rename it to ``path`` only if it succeeded."""
     path = Path(path)
     tmp = None

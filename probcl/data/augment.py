@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import kornia.augmentation as K
 import torch
@@ -66,6 +67,9 @@ def resolve_view_params(cfg: AugmentConfig) -> ViewParams:
 class Normalizer(nn.Module):
     """uint8 or [0, 1] float images -> normalized network input, and back."""
 
+    mean: torch.Tensor
+    std: torch.Tensor
+
     def __init__(self, mean: list[float], std: list[float]) -> None:
         super().__init__()
         self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(1, -1, 1, 1), persistent=False)
@@ -85,11 +89,11 @@ class Normalizer(nn.Module):
 
     def bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-channel (low, high) of valid pixels in normalized space, shaped (1, C, 1, 1)."""
-        return (0 - self.mean) / self.std, (1 - self.mean) / self.std
+        return (0.0 - self.mean) / self.std, (1.0 - self.mean) / self.std
 
 
 def _pipeline(p: ViewParams, view: int, size: int, channels: int) -> nn.Module:
-    ops: list[nn.Module] = []
+    ops: list[Any] = []  # kornia augmentations
     if p.crop_scale != (1.0, 1.0):
         ops.append(K.RandomResizedCrop((size, size), scale=p.crop_scale))
     if p.flip > 0:

@@ -157,7 +157,7 @@ def pixelate(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Tenso
     c = [0.95, 0.9, 0.85, 0.75, 0.65][s]
     side = x.shape[-1]
     small = (max(1, int(side * c)),) * 2
-    return _map_pil(x, lambda image: image.resize(small, Image.BOX).resize((side, side), Image.BOX))
+    return _map_pil(x, lambda image: image.resize(small, Image.Resampling.BOX).resize((side, side), Image.Resampling.BOX))
 
 
 @CORRUPTIONS.register("elastic")

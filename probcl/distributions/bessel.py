@@ -78,7 +78,9 @@ def _log_iv_debye(nu: float, x: torch.Tensor) -> torch.Tensor:
     s = torch.sqrt(1.0 + z * z)
     eta = s + torch.log(z) - torch.log1p(s)
     p = 1.0 / s
-    series = sum(_polyval(u, p) / nu**k for k, u in enumerate(_U))
+    series = torch.ones_like(p)  # u_0 = 1
+    for k, u in enumerate(_U[1:], start=1):
+        series = series + _polyval(u, p) / nu**k
     return nu * eta - 0.5 * math.log(2 * math.pi * nu) - 0.5 * torch.log(s) + torch.log(series)
 
 

@@ -119,7 +119,7 @@ class VonMisesFisher(Distribution):
         return -self.log_normalizer - self.concentration * self.mean_resultant_length
 
     # ----------------------------------------------------------------- sampling
-    def rsample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+    def rsample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = torch.Size()) -> torch.Tensor:
         shape = self._extended_shape(sample_shape)
         kappa = self.concentration.detach().double().expand(shape[:-1])
         w, one_minus_w = _wood_sample(kappa, self.dim)

@@ -12,6 +12,7 @@ from probcl.config import AtLeast
 from probcl.core.io import read_json
 from probcl.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
 from probcl.data.datasets import TensorImages
+from probcl.errors import DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.inputs import id_test_images, probe_logits
 from probcl.eval.suites import SUITES
@@ -21,6 +22,8 @@ def corruption_accuracies(ctx: ModelOnData, names: list[str], max_images: int | 
     """{"clean": top-1, "top1": {corruption: [top-1 at severity 1..5]}, "images": n} of the context's probe."""
     data, _ = id_test_images(ctx, max_images, seed)
     labels = data.labels()
+    if labels is None:
+        raise DatasetError(f"{data.name}: the corruptions suite needs labeled test images")
 
     def top1(images) -> float:
         logits = probe_logits(ctx, TensorImages(images, labels, data.name, data.num_classes), f"{data.name} corrupted")

@@ -8,6 +8,7 @@ each fit warm-started from the previous solution, which keeps the sweep cheap.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -71,7 +72,7 @@ def linear_probe(train_features: torch.Tensor, train_labels: torch.Tensor, test_
         val_acc[l2] = topk_accuracy(probe.logits(train_features[val_idx]), train_labels[val_idx], (1,))["top1"]
     best_l2 = max(l2_grid, key=lambda l2: (val_acc[l2], l2))
     probe = fit_logistic_regression(train_features, train_labels, num_classes, best_l2, max_iter, probes[best_l2])
-    result = topk_accuracy(probe.logits(test_features), test_labels)
+    result: dict[str, Any] = dict(topk_accuracy(probe.logits(test_features), test_labels))
     result["protocol"] = {
         "probe": "multinomial logistic regression, standardized features, L-BFGS full batch, warm-started grid",
         "max_iter": max_iter, "l2": best_l2, "l2_grid": list(l2_grid),

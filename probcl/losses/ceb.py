@@ -107,6 +107,6 @@ def c_simclr_loss(h1: torch.Tensor, h2: torch.Tensor, kappa_e: float = 1024.0, k
     targets = torch.arange(len(r1), device=r1.device) + offset
     loss12, res12, info12 = _c_simclr_direction(r1, r2, all1, all2, targets, kappa_e, kappa_b, beta, candidates)
     loss21, res21, info21 = _c_simclr_direction(r2, r1, all2, all1, targets, kappa_e, kappa_b, beta, candidates)
-    residual = None if res12 is None else 0.5 * (res12.mean() + res21.mean())
+    residual = None if res12 is None or res21 is None else 0.5 * (res12.mean() + res21.mean())
     # Figure 5 sums the two directions (as SimCLR's reference sums loss_a + loss_b); the logged terms are means.
     return CEBTerms(loss12.mean() + loss21.mean(), residual, 0.5 * (info12.mean() + info21.mean()))

@@ -21,8 +21,8 @@ def ema_update_(target: nn.Module, online: nn.Module, momentum: float) -> None:
     """target <- momentum * target + (1 - momentum) * online, for parameters; buffers are copied."""
     for t, o in zip(target.parameters(), online.parameters()):
         t.mul_(momentum).add_(o.detach(), alpha=1.0 - momentum)
-    for t, o in zip(target.buffers(), online.buffers()):
-        t.copy_(o)
+    for target_buffer, online_buffer in zip(target.buffers(), online.buffers()):
+        target_buffer.copy_(online_buffer)
 
 
 def cosine_momentum(base: float, step: int, total_steps: int) -> float:

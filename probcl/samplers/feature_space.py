@@ -195,6 +195,10 @@ class FeatureBank(nn.Module):
     so checkpoints resume it.
     """
 
+    bank: torch.Tensor
+    filled: torch.Tensor
+    velocity: torch.Tensor
+
     def __init__(self, size: int, dim: int, sampler: BankSampler, seed: int = 0) -> None:
         super().__init__()
         self.sampler = sampler
@@ -207,7 +211,7 @@ class FeatureBank(nn.Module):
     def size(self) -> int:
         return self.bank.shape[0]
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         """Checkpoints written before the bank optimiser existed have no velocity: start it at zero."""
         state_dict.setdefault(prefix + "velocity", torch.zeros_like(self.velocity))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

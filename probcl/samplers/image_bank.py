@@ -38,6 +38,8 @@ class ImageBank(nn.Module):
                  steps: int = 10, step_size: float = 1.0, noise_scale: float = 0.01,
                  schedule: Schedule = "decreasing", seed: int = 0) -> None:
         super().__init__()
+        self.particles: torch.Tensor
+        self.filled: torch.Tensor
         self.steps, self.step_size, self.noise_scale, self.schedule = steps, step_size, noise_scale, schedule
         low, high = bounds
         uniform = torch.rand((size, *shape), generator=torch.Generator().manual_seed(seed))
