@@ -9,6 +9,7 @@ median per preset is printed and written as JSON. The first step of each repeat 
 counted. ``forward passes`` counts backbone forward passes per step (a method's own extra passes:
 SGLD chains, momentum encoders), so a ratio can be read against its algorithm's own cost.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,12 +54,12 @@ def time_steps(preset: str, images: torch.Tensor, steps: int) -> tuple[float, fl
     batch_size = cfg.train.batch_size
     times = []
     for i in range(steps + 1):
-        x = images[(i * batch_size) % len(images):][:batch_size]
+        x = images[(i * batch_size) % len(images) :][:batch_size]
         batch = (x, torch.full((len(x),), -1), torch.arange(len(x)))
         if i == 1:
             calls[0] = 0
         start = time.perf_counter()
-        optimiser_step(model, optimizer, *model.training_views(x), batch)
+        optimiser_step(model, optimizer, *model.training_views(x), batch, steps_done=i + 1)
         if i:
             times.append(time.perf_counter() - start)
     return statistics.mean(times), calls[0] / steps
@@ -84,13 +85,29 @@ def main() -> None:
             t, passes[preset] = time_steps(preset, images, args.steps)
             seconds[preset].append(t)
     reference = statistics.median(seconds[args.reference])
-    rows = {p: {"seconds_per_step": round(statistics.median(v), 4), "relative": round(statistics.median(v) / reference, 2),
-                "backbone_forward_passes": passes[p], "repeats": [round(x, 4) for x in v]} for p, v in seconds.items()}
+    rows = {
+        p: {
+            "seconds_per_step": round(statistics.median(v), 4),
+            "relative": round(statistics.median(v) / reference, 2),
+            "backbone_forward_passes": passes[p],
+            "repeats": [round(x, 4) for x in v],
+        }
+        for p, v in seconds.items()
+    }
     print(f"{'preset':<30} {'s/step':>8} {'x ref':>6} {'backbone passes':>16}")
     for preset, row in rows.items():
-        print(f"{preset:<30} {row['seconds_per_step']:>8.3f} {row['relative']:>6.2f} {row['backbone_forward_passes']:>16.1f}")
-    atomic_write_json(args.out, {"reference": args.reference, "threads": args.threads, "steps": args.steps,
-                                 "date": time.strftime("%Y-%m-%d"), "rows": rows})
+        seconds, relative, passes = row["seconds_per_step"], row["relative"], row["backbone_forward_passes"]
+        print(f"{preset:<30} {seconds:>8.3f} {relative:>6.2f} {passes:>16.1f}")
+    atomic_write_json(
+        args.out,
+        {
+            "reference": args.reference,
+            "threads": args.threads,
+            "steps": args.steps,
+            "date": time.strftime("%Y-%m-%d"),
+            "rows": rows,
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ Rows (images = pairs of views per second, best of ``repeats``):
 GFLOP/s use the FLOPs of one step counted by ``torch.utils.flop_counter.FlopCounterMode``.
 A table is printed and the figures are written as JSON.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,11 +80,26 @@ def step_flops(model, optimizer, views) -> int:
 def cli_seconds(config: str, batches: int, threads: int) -> float:
     """Wall time of `probcl pretrain` (monitor off, one epoch of ``batches`` steps) in a fresh process."""
     with tempfile.TemporaryDirectory() as run_dir:
-        cmd = [sys.executable, "-m", "probcl.cli", "pretrain", "--config", config, "--run-dir", run_dir,
-               "--no-resume", "--train.epochs", "1", "--train.limit_train_batches", str(batches),
-               "--train.monitor_every_n_epochs", "0", "--train.progress_bar", "false"]
-        env = {**os.environ, "PROBCL_NO_PROGRESS": "1", "OMP_NUM_THREADS": str(threads),
-               "PYTHONPATH": str(ROOT)}
+        cmd = [
+            sys.executable,
+            "-m",
+            "probcl.cli",
+            "pretrain",
+            "--config",
+            config,
+            "--run-dir",
+            run_dir,
+            "--no-resume",
+            "--train.epochs",
+            "1",
+            "--train.limit_train_batches",
+            str(batches),
+            "--train.monitor_every_n_epochs",
+            "0",
+            "--train.progress_bar",
+            "false",
+        ]
+        env = {**os.environ, "PROBCL_NO_PROGRESS": "1", "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
         start = time.perf_counter()
         subprocess.run(cmd, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return time.perf_counter() - start
@@ -120,8 +136,11 @@ def main() -> None:
         views = [model.training_views(x) for x in images]
         if flops is None:
             flops = step_flops(model, optimizer, views[0])
-        best = max(rate(lambda v: optimiser_step(model, optimizer, *v), views, batch_size, args.steps, args.warmup)
-                   for _ in range(args.repeats))
+
+        def train_step(v, model=model, optimizer=optimizer) -> None:
+            optimiser_step(model, optimizer, *v)
+
+        best = max(rate(train_step, views, batch_size, args.steps, args.warmup) for _ in range(args.repeats))
         rows[name] = {"images_per_s": best}
 
     model, optimizer = build(cfg, train, device, cfg.train.channels_last, cfg.train.compile)
@@ -129,8 +148,11 @@ def main() -> None:
     def pipeline_step(x: torch.Tensor) -> None:
         optimiser_step(model, optimizer, *model.training_views(x))
 
-    rows["in-process pipeline (views + step)"] = {"images_per_s": max(
-        rate(pipeline_step, images, batch_size, args.steps, args.warmup) for _ in range(args.repeats))}
+    rows["in-process pipeline (views + step)"] = {
+        "images_per_s": max(
+            rate(pipeline_step, images, batch_size, args.steps, args.warmup) for _ in range(args.repeats)
+        )
+    }
 
     short, long = (int(s) for s in args.cli_steps.split(","))
     cli_rates, overheads = [], []
@@ -148,17 +170,26 @@ def main() -> None:
         row["of_best_bound"] = round(row["images_per_s"] / best_bound, 3)
         row["images_per_s"] = round(row["images_per_s"], 1)
     result = {
-        "config": args.config, "method": cfg.method, "backbone": cfg.model.backbone, "width": cfg.model.width,
-        "batch_size": batch_size, "device": str(device), "threads": args.threads,
-        "cpu": platform.processor() or platform.machine(), "date": time.strftime("%Y-%m-%d"),
+        "config": args.config,
+        "method": cfg.method,
+        "backbone": cfg.model.backbone,
+        "width": cfg.model.width,
+        "batch_size": batch_size,
+        "device": str(device),
+        "threads": args.threads,
+        "cpu": platform.processor() or platform.machine(),
+        "date": time.strftime("%Y-%m-%d"),
         "load_average_1min": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
-        "gflop_per_step": round(flops / 1e9, 2), "rows": rows,
+        "gflop_per_step": round(flops / 1e9, 2),
+        "rows": rows,
         "cli_fixed_seconds": round(overheads[best_i], 1),
         "cli_fixed_seconds_note": "start-up to the first step + final checkpoint, from two run lengths",
         "note": "images = pairs of views; best of repeats",
     }
-    print(f"{args.config}: {cfg.model.backbone} width {cfg.model.width}, batch {batch_size}, {device}, "
-          f"{args.threads} threads, {result['gflop_per_step']} GFLOP/step")
+    print(
+        f"{args.config}: {cfg.model.backbone} width {cfg.model.width}, batch {batch_size}, {device}, "
+        f"{args.threads} threads, {result['gflop_per_step']} GFLOP/step"
+    )
     print(f"{'path':<40} {'img/s':>8} {'GFLOP/s':>8} {'of best bound':>14}")
     for name, row in rows.items():
         print(f"{name:<40} {row['images_per_s']:>8.1f} {row['gflop_per_s']:>8.1f} {row['of_best_bound']:>14.3f}")

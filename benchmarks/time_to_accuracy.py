@@ -9,6 +9,7 @@ schedule, as a user would get with ``--train.epochs N``), without the online mon
 ``OUT/results.json`` after every budget and the curve to ``OUT/curve.png``; re-running skips finished
 budgets, and a budget killed mid-run resumes from its last checkpoint (its time then counts the resumed part only).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,16 +28,24 @@ from probcl.tasks.pretrain import pretrain
 
 def run_budget(args: argparse.Namespace, epochs: int, run_dir: Path) -> dict:
     overrides = {k: parse_override_value(v) for k, v in (s.split("=", 1) for s in args.set)}
-    overrides.update({"train.epochs": epochs, "run_dir": str(run_dir), "train.monitor_every_n_epochs": 0,
-                      "train.progress_bar": False})
+    overrides.update(
+        {
+            "train.epochs": epochs,
+            "run_dir": str(run_dir),
+            "train.monitor_every_n_epochs": 0,
+            "train.progress_bar": False,
+        }
+    )
     cfg = load_config(resolve_config_path(args.config), overrides)
     start = time.perf_counter()
     pretrain(cfg)
     train_seconds = time.perf_counter() - start
     results = evaluate_run(run_dir, ["linear", "knn"])
     return {
-        "epochs": epochs, "train_seconds": round(train_seconds, 1),
-        "linear_top1": round(results["linear"]["top1"], 2), "knn_top1": round(results["knn"]["top1"], 2),
+        "epochs": epochs,
+        "train_seconds": round(train_seconds, 1),
+        "linear_top1": round(results["linear"]["top1"], 2),
+        "knn_top1": round(results["knn"]["top1"], 2),
         "linear_seconds": results["linear"]["protocol"]["seconds"],
         "knn_seconds": results["knn"]["protocol"]["seconds"],
     }
@@ -75,8 +84,9 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     out = Path(args.out)
     path = out / "results.json"
-    state = read_json(path, {"config": args.config, "overrides": args.set, "threads": torch.get_num_threads(),
-                             "budgets": {}})
+    state = read_json(
+        path, {"config": args.config, "overrides": args.set, "threads": torch.get_num_threads(), "budgets": {}}
+    )
     for epochs in (int(b) for b in args.budgets.split(",")):
         key = str(epochs)
         if key in state["budgets"]:
@@ -84,9 +94,11 @@ def main() -> None:
         state["budgets"][key] = run_budget(args, epochs, out / f"run-{epochs}ep")
         atomic_write_json(path, state)
         row = state["budgets"][key]
-        print(f"{epochs} epochs: train {row['train_seconds']:.0f} s, linear {row['linear_top1']:.2f} %, "
-              f"kNN {row['knn_top1']:.2f} % (probe {row['linear_seconds']:.0f} s, kNN {row['knn_seconds']:.0f} s)",
-              flush=True)
+        print(
+            f"{epochs} epochs: train {row['train_seconds']:.0f} s, linear {row['linear_top1']:.2f} %, "
+            f"kNN {row['knn_top1']:.2f} % (probe {row['linear_seconds']:.0f} s, kNN {row['knn_seconds']:.0f} s)",
+            flush=True,
+        )
     plot(out, list(state["budgets"].values()), f"{args.config} {' '.join(args.set)}")
 
 

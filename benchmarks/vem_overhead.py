@@ -9,6 +9,7 @@ to SimCLR (per-epoch ratios are the same: equal batches per epoch). The paper's 
     python benchmarks/vem_overhead.py                       # small CPU default, ~2-3 minutes
     python benchmarks/vem_overhead.py --backbone resnet18 --dataset cifar10 --batch-size 256 --device cuda
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,11 +60,18 @@ class Trainer:
     """One method with its optimiser, stepping like the Lightning loop does (minus logging)."""
 
     def __init__(self, method: str, args: argparse.Namespace, info: DataInfo, device: torch.device) -> None:
-        cfg = load_config(None, {
-            "method": method, "method_args": METHOD_ARGS[method](args), "model.backbone": args.backbone,
-            "model.width": args.width, "model.proj_out": args.proj_out, "train.batch_size": args.batch_size,
-            "train.seed": args.seed,
-        })
+        cfg = load_config(
+            None,
+            {
+                "method": method,
+                "method_args": METHOD_ARGS[method](args),
+                "model.backbone": args.backbone,
+                "model.width": args.width,
+                "model.proj_out": args.proj_out,
+                "train.batch_size": args.batch_size,
+                "train.seed": args.seed,
+            },
+        )
         self.model = METHODS.get(method)(cfg.to_dict(), asdict(info)).to(device).train()
         params = [p for _, p in self.model.trainable_named_parameters()]
         self.optimizer = torch.optim.Adam(params, lr=1e-3)
@@ -77,8 +85,9 @@ def main() -> None:
     torch.manual_seed(args.seed)
     device = resolve_device(args.device)
     data = load_dataset(args.dataset, "train")
-    info = DataInfo(args.dataset, data.channels, data.image_size, data.num_classes,
-                    [0.5] * data.channels, [0.25] * data.channels)
+    info = DataInfo(
+        args.dataset, data.channels, data.image_size, data.num_classes, [0.5] * data.channels, [0.25] * data.channels
+    )
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     trainers = {m: Trainer(m, args, info, device) for m in methods}
 
@@ -108,9 +117,12 @@ def main() -> None:
     median = {m: statistics.median(t) for m, t in times.items()}
     base = median.get("simclr")
     results = {
-        m: {"seconds_per_step": median[m], "rounds": times[m],
+        m: {
+            "seconds_per_step": median[m],
+            "rounds": times[m],
             "ratio_to_simclr": median[m] / base if base else None,
-            "paper_table8_ratio": PAPER_TABLE_8.get(m)}
+            "paper_table8_ratio": PAPER_TABLE_8.get(m),
+        }
         for m in methods
     }
     print(f"\n{'method':<14}{'s/step':>10}{'x SimCLR':>10}{'paper':>8}")
@@ -118,9 +130,13 @@ def main() -> None:
         ratio = f"{r['ratio_to_simclr']:.2f}" if r["ratio_to_simclr"] else "-"
         paper = f"{r['paper_table8_ratio']:.2f}" if r["paper_table8_ratio"] else "-"
         print(f"{m:<14}{r['seconds_per_step']:>10.3f}{ratio:>10}{paper:>8}")
-    report = {"settings": vars(args), "device": str(device),
-              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
-              "threads": torch.get_num_threads(), "results": results}
+    report = {
+        "settings": vars(args),
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+        "threads": torch.get_num_threads(),
+        "results": results,
+    }
     atomic_write_json(args.output, report)
     print(f"wrote {args.output}")
 

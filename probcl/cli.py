@@ -1,4 +1,5 @@
 """The `probcl` command: sub-commands (``probcl/commands/``) parse their arguments and dispatch."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,7 +11,8 @@ from probcl.core.discovery import import_submodules
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     parser = argparse.ArgumentParser(
-        prog="probcl", description="Probabilistic contrastive self-supervised learning: pretrain, evaluate, score.")
+        prog="probcl", description="Probabilistic contrastive self-supervised learning: pretrain, evaluate, score."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     commands = {}
     for module in import_submodules(probcl.commands):

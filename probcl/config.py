@@ -7,6 +7,7 @@ key and the valid choices. Bounds are declared on the fields
 and every method's ``Params`` dataclass (its ``method_args``) is validated by the same code.
 Checks that relate two fields stay explicit (``__post_init__`` or ``Config.validate``).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -72,7 +73,9 @@ class DataConfig:
     root: str | None = None  # data root; default: $PROBCL_DATA, then the dataset's system location
     download: bool = False  # let torchvision download datasets it knows
     image_size: Annotated[int | None, AtLeast(1)] = None  # resize to this; default: the dataset's native size
-    train_subset: Annotated[int | None, AtLeast(1)] = None  # use only this many (seeded) training images, for quick runs
+    train_subset: Annotated[int | None, AtLeast(1)] = (
+        None  # use only this many (seeded) training images, for quick runs
+    )
     num_workers: Annotated[int, NonNegative] = 0  # loader processes (folder datasets decode images in them)
 
 
@@ -92,19 +95,50 @@ class AugmentConfig:
     normalize: Literal["dataset", "symmetric"] = "dataset"  # dataset mean/std, or [0,1] -> [-1,1]
 
 
+BACKBONES = ("cnn", "resnet18", "resnet50")  # probcl's own backbones; besides them: timm:<name>
+TIMM_PREFIX = "timm:"  # model.backbone timm:<name>: a timm model (optional extra `timm`)
+
+
+def import_timm(backbone: str) -> types.ModuleType:
+    """The ``timm`` module, or one ConfigError saying how to install it."""
+    try:
+        import timm
+    except ImportError:
+        raise ConfigError(f"model.backbone {backbone} needs timm: pip install probcl[timm]") from None
+    return timm
+
+
 @dataclass
 class ModelConfig:
     """Backbone and projection head."""
 
-    backbone: Literal["cnn", "resnet18", "resnet50"] = "cnn"
+    backbone: str = "cnn"  # one of BACKBONES, or timm:<name> (any model of timm.list_models(); random init)
     width: Annotated[int, AtLeast(1)] = 32  # base width of the small CNN
-    pool: Annotated[int, AtLeast(1)] = 1  # small CNN: average-pool the last map to pool x pool cells (4 * width * pool^2 features)
+    pool: Annotated[int, AtLeast(1)] = (
+        1  # small CNN: average-pool the last map to pool x pool cells (4 * width * pool^2 features)
+    )
     norm: Literal["bn", "none"] = "bn"
     act: Literal["relu", "leaky_relu"] = "relu"
     cifar_stem: bool = True  # 3x3 stride-1 first conv and no max-pool (ResNets)
     proj_hidden: Annotated[int, AtLeast(1)] = 512
     proj_out: Annotated[int, AtLeast(1)] = 128
     proj_layers: Annotated[int, AtLeast(1)] = 2
+
+    def __post_init__(self) -> None:
+        if not self.backbone.startswith(TIMM_PREFIX):
+            if self.backbone not in BACKBONES:
+                raise ConfigError(
+                    f"model.backbone must be one of {', '.join(BACKBONES)} or timm:NAME; got {self.backbone!r}"
+                )
+            return
+        name = self.backbone.removeprefix(TIMM_PREFIX)
+        if not import_timm(self.backbone).is_model(name):
+            raise ConfigError(f"model.backbone: unknown timm model {name!r}; see timm.list_models()")
+        if self.norm != "bn" or self.act != "relu":
+            raise ConfigError(
+                f"model.norm / model.act apply to probcl's own backbones ({', '.join(BACKBONES)}); "
+                f"{self.backbone} keeps its own layers: leave them at bn / relu"
+            )
 
 
 @dataclass
@@ -143,7 +177,9 @@ class TrainConfig:
     compile: bool = False  # torch.compile the backbone (pays off for long runs; first steps compile)
     sync_batchnorm: bool = False
     limit_train_batches: Annotated[float | None, Positive] = None  # fraction (<=1) or count (>1) of batches per epoch
-    checkpoint_every_n_steps: Annotated[int | None, AtLeast(1)] = None  # besides every epoch: for crash-resume mid-epoch
+    checkpoint_every_n_steps: Annotated[int | None, AtLeast(1)] = (
+        None  # besides every epoch: for crash-resume mid-epoch
+    )
     monitor_every_n_epochs: Annotated[int, NonNegative] = 1  # online kNN / linear monitor on labeled data
     monitor_train_samples: Annotated[int, AtLeast(1)] = 5000
     monitor_test_samples: Annotated[int, AtLeast(1)] = 2000
@@ -173,12 +209,16 @@ class Config:
         """Checks across fields (bounds of single fields are checked by :func:`from_dict`)."""
         unknown = [name for name in self.train.loggers if name not in LOGGERS]
         if unknown:
-            raise ConfigError(f"unknown train.loggers {', '.join(map(repr, unknown))}; valid: {', '.join(LOGGERS)} "
-                              f"(metrics.jsonl/.csv are always written)")
+            raise ConfigError(
+                f"unknown train.loggers {', '.join(map(repr, unknown))}; valid: {', '.join(LOGGERS)} "
+                f"(metrics.jsonl/.csv are always written)"
+            )
         if self.augment.crop_scale is not None:
             lo, hi = self.augment.crop_scale
             if not 0 < lo <= hi <= 1:
-                raise ConfigError(f"augment.crop_scale must satisfy 0 < low <= high <= 1, got {self.augment.crop_scale}")
+                raise ConfigError(
+                    f"augment.crop_scale must satisfy 0 < low <= high <= 1, got {self.augment.crop_scale}"
+                )
         return self
 
 
@@ -217,7 +257,7 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
         if value not in args:
             raise ConfigError(f"{key} must be one of {', '.join(map(str, args))}; got {value!r}")
         return value
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return from_dict(tp, value, key)
     if origin is tuple:
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
@@ -304,12 +344,24 @@ def parse_override_value(text: str) -> Any:
 
 # Short CLI flags that stand for config keys (`probcl pretrain --epochs 5` = `--train.epochs 5`).
 ALIASES = {
-    "--method": "method", "--run-dir": "run_dir", "--init": "init", "--base": "method_args.base",
-    "--dataset": "data.dataset", "--data-root": "data.root", "--download": "data.download",
+    "--method": "method",
+    "--run-dir": "run_dir",
+    "--init": "init",
+    "--base": "method_args.base",
+    "--dataset": "data.dataset",
+    "--data-root": "data.root",
+    "--download": "data.download",
     "--train-subset": "data.train_subset",
-    "--epochs": "train.epochs", "--batch-size": "train.batch_size", "--seed": "train.seed",
-    "--accelerator": "train.accelerator", "--devices": "train.devices", "--strategy": "train.strategy",
-    "--num-nodes": "train.num_nodes", "--precision": "train.precision", "--sync-batchnorm": "train.sync_batchnorm",
+    "--num-workers": "data.num_workers",
+    "--epochs": "train.epochs",
+    "--batch-size": "train.batch_size",
+    "--seed": "train.seed",
+    "--accelerator": "train.accelerator",
+    "--devices": "train.devices",
+    "--strategy": "train.strategy",
+    "--num-nodes": "train.num_nodes",
+    "--precision": "train.precision",
+    "--sync-batchnorm": "train.sync_batchnorm",
 }
 FLAG_ALIASES = {"--download", "--sync-batchnorm"}  # take no value
 

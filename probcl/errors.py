@@ -3,6 +3,7 @@
 Library code raises these (never a bare ValueError/TypeError for user input), so that a caller
 can catch :class:`ProbclError` and the CLI can print the message without a traceback.
 """
+
 from __future__ import annotations
 
 

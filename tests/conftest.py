@@ -1,4 +1,5 @@
 """Shared fixtures: tiny configs and runs on real (small) data, so tests stay fast on 2 CPU cores."""
+
 from __future__ import annotations
 
 import json

@@ -1,11 +1,12 @@
 """FGSM / PGD on a linear model, where the input gradient has a closed form."""
+
 from __future__ import annotations
 
 import torch
 from sklearn.linear_model import LogisticRegression
 
 from probcl.data.datasets import load_dataset
-from probcl.eval.adversarial import fgsm, pgd, robust_correct
+from probcl.eval.adversarial import attacked_correct, fgsm, pgd, robust_correct
 
 
 def linear_model(weight: torch.Tensor, bias: torch.Tensor):
@@ -48,7 +49,9 @@ def test_robust_accuracy_never_exceeds_clean_accuracy():
     train, test = load_dataset("digits", "train"), load_dataset("digits", "test")
     to_x = lambda d: d.images.float() / 255.0  # noqa: E731
     clf = LogisticRegression(max_iter=300, C=1.0).fit(to_x(train).flatten(1).numpy(), train.labels().numpy())
-    model = linear_model(torch.tensor(clf.coef_, dtype=torch.float32), torch.tensor(clf.intercept_, dtype=torch.float32))
+    model = linear_model(
+        torch.tensor(clf.coef_, dtype=torch.float32), torch.tensor(clf.intercept_, dtype=torch.float32)
+    )
     x, y = to_x(test), test.labels()
     gen = torch.Generator().manual_seed(0)
     for attack in (lambda a, b: fgsm(model, a, b, 8 / 255), lambda a, b: pgd(model, a, b, 8 / 255, 10, generator=gen)):
@@ -56,3 +59,19 @@ def test_robust_accuracy_never_exceeds_clean_accuracy():
         assert clean.float().mean() > 0.9
         assert not (robust & ~clean).any()
         assert robust.float().mean() < clean.float().mean()
+
+
+def test_attacked_accuracy_counts_every_image_classified_right_after_the_attack():
+    """VEM App. E.2 reports plain accuracy on x_adv: an image wrong when clean but right when attacked counts.
+
+    A 1-d two-class model sign(x - 0.5) and a perturbation that shifts every input by +0.02: x = 0.49 with
+    label 1 is wrong clean and right perturbed. Robust accuracy (clean and attacked correct) excludes it.
+    """
+    model = lambda x: torch.cat([0.5 - x.flatten(1), x.flatten(1) - 0.5], 1) * 100  # noqa: E731
+    x = torch.tensor([0.49, 0.9, 0.1, 0.51]).view(4, 1, 1, 1)
+    y = torch.tensor([1, 1, 0, 0])
+    shift = lambda a, b: a + 0.02  # noqa: E731
+    clean, attacked = attacked_correct(model, shift, x, y)
+    assert clean.tolist() == [False, True, True, False]
+    assert attacked.tolist() == [True, True, True, False]
+    assert robust_correct(model, shift, x, y)[1].tolist() == [False, True, True, False]

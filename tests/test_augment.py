@@ -1,4 +1,5 @@
 """Views: per-sample randomness, shape/dtype, value range, determinism under a seed."""
+
 import torch
 
 from probcl.config import AugmentConfig

@@ -4,6 +4,7 @@ and nothing created or changed outside the run directory the command was pointed
 Each case is ``(argv, expected message regex)``; ``{run}`` is a small trained SimCLR run,
 ``{tmp}`` the case's own folder, ``{data}`` a folder of prepared bad data files.
 """
+
 from __future__ import annotations
 
 import errno
@@ -65,14 +66,29 @@ def data(tmp_path_factory, trained_run) -> Path:
     (npz / "garbage.npz").write_bytes(b"PK not really a zip")
     (root / "corrupt.ckpt").write_bytes(b"not a checkpoint")
     meta = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=False)
-    other = {**meta, "hyper_parameters": {**meta["hyper_parameters"],
-                                          "config": {**meta["hyper_parameters"]["config"], "method": "nope"}}}
+    other = {
+        **meta,
+        "hyper_parameters": {
+            **meta["hyper_parameters"],
+            "config": {**meta["hyper_parameters"]["config"], "method": "nope"},
+        },
+    }
     torch.save(other, root / "unknown-method.ckpt")
-    future = {**meta, "hyper_parameters": {**meta["hyper_parameters"],
-                                           "config": {**meta["hyper_parameters"]["config"], "future_key": 1}}}
+    future = {
+        **meta,
+        "hyper_parameters": {
+            **meta["hyper_parameters"],
+            "config": {**meta["hyper_parameters"]["config"], "future_key": 1},
+        },
+    }
     torch.save(future, root / "future-version.ckpt")
-    moco = {**meta, "hyper_parameters": {**meta["hyper_parameters"],
-                                         "config": {**meta["hyper_parameters"]["config"], "method": "moco"}}}
+    moco = {
+        **meta,
+        "hyper_parameters": {
+            **meta["hyper_parameters"],
+            "config": {**meta["hyper_parameters"]["config"], "method": "moco"},
+        },
+    }
     torch.save(moco, root / "other-method-weights.ckpt")
     torch.save({"epoch": 1}, root / "not-probcl.ckpt")
     (root / "a-file").write_text("I am a file")
@@ -94,8 +110,21 @@ def _snapshot(*folders: Path) -> dict[str, tuple[int, int]]:
 
 
 # (argv, message regex). Pretrain cases write only under {tmp}/run (their --run-dir).
-PRETRAIN = ["pretrain", "--run-dir", "{tmp}/run", "--dataset", "digits", "--epochs", "1", "--batch-size", "8",
-            "--train.limit_train_batches", "1", "--train.monitor_every_n_epochs", "0"]
+PRETRAIN = [
+    "pretrain",
+    "--run-dir",
+    "{tmp}/run",
+    "--dataset",
+    "digits",
+    "--epochs",
+    "1",
+    "--batch-size",
+    "8",
+    "--train.limit_train_batches",
+    "1",
+    "--train.monitor_every_n_epochs",
+    "0",
+]
 CASES = {
     # --- pretrain: config keys, types, ranges
     "unknown key": (PRETRAIN + ["--train.nope", "1"], r"unknown config key\(s\) train\.nope"),
@@ -116,13 +145,18 @@ CASES = {
     "bad device ids": (PRETRAIN + ["--devices", "[99999]"], r"ids must be in"),
     "override without value": (PRETRAIN + ["--epochs"], r"--epochs needs a value"),
     "stray argument": (PRETRAIN + ["oops"], r"unexpected argument 'oops'"),
-    "missing config": (["pretrain", "--config", "{tmp}/missing.yaml"], r"missing\.yaml not found \(neither a file nor a preset\)"),
+    "missing config": (
+        ["pretrain", "--config", "{tmp}/missing.yaml"],
+        r"missing\.yaml not found \(neither a file nor a preset\)",
+    ),
     "invalid yaml": (["pretrain", "--config", "{data}/bad.yaml"], r"not valid YAML"),
     "yaml list": (["pretrain", "--config", "{data}/list.yaml"], r"config must be a mapping"),
     "resume without checkpoint": (PRETRAIN + ["--resume"], r"--resume given but .* does not exist"),
     # --- pretrain: run dir and init
-    "run dir is a file": (["pretrain", "--run-dir", "{data}/a-file", "--dataset", "digits"],
-                          r"a-file is an existing file"),
+    "run dir is a file": (
+        ["pretrain", "--run-dir", "{data}/a-file", "--dataset", "digits"],
+        r"a-file is an existing file",
+    ),
     "init missing": (PRETRAIN + ["--init", "{tmp}/nowhere"], r"init .*nowhere does not exist"),
     "init wrong type": (PRETRAIN + ["--init", "{data}/weights.txt"], r"unknown file type '\.txt'"),
     "init corrupt ckpt": (PRETRAIN + ["--init", "{data}/corrupt.ckpt"], r"cannot read checkpoint"),
@@ -136,8 +170,10 @@ CASES = {
     "npz missing": (PRETRAIN + ["--dataset", "npz:{tmp}/none.npz"], r"npz file .* does not exist"),
     "npz float": (PRETRAIN + ["--dataset", "npz:{data}/npz/float.npz"], r"'x' has dtype float32; convert"),
     "npz nan": (PRETRAIN + ["--dataset", "npz:{data}/npz/nan.npz"], r"'x' has dtype float32"),
-    "npz labels out of range": (PRETRAIN + ["--dataset", "npz:{data}/npz/labels-out-of-range.npz"],
-                                r"labels must be >= 0 \(or -1 for unlabeled\)"),
+    "npz labels out of range": (
+        PRETRAIN + ["--dataset", "npz:{data}/npz/labels-out-of-range.npz"],
+        r"labels must be >= 0 \(or -1 for unlabeled\)",
+    ),
     "npz float labels": (PRETRAIN + ["--dataset", "npz:{data}/npz/float-labels.npz"], r"'y' .* integer"),
     "npz without x": (PRETRAIN + ["--dataset", "npz:{data}/npz/no-x.npz"], r"has no array 'x' \(found: images\)"),
     "npz five channels": (PRETRAIN + ["--dataset", "npz:{data}/npz/five-channels.npz"], r"expected \(N, H, W\)"),
@@ -150,31 +186,42 @@ CASES = {
     "evaluate corrupt ckpt": (["evaluate", "{data}/corrupt.ckpt"], r"cannot read checkpoint"),
     "evaluate unknown method ckpt": (["evaluate", "{data}/unknown-method.ckpt"], r"method 'nope'"),
     "evaluate future ckpt": (["evaluate", "{data}/future-version.ckpt"], r"incompatible.*future_key"),
-    "evaluate other method weights": (["evaluate", "{data}/other-method-weights.ckpt"],
-                                      r"weights do not match method 'moco' \(\d+ missing keys"),
+    "evaluate other method weights": (
+        ["evaluate", "{data}/other-method-weights.ckpt"],
+        r"weights do not match method 'moco' \(\d+ missing keys",
+    ),
     "evaluate not probcl ckpt": (["evaluate", "{data}/not-probcl.ckpt"], r"not a probcl checkpoint"),
     "evaluate unknown suite": (["evaluate", "{run}", "--suite", "nope"], r"unknown evaluation suite 'nope'"),
-    "evaluate option of other suite": (["evaluate", "{run}", "--suite", "knn", "--option", "linear.x=1"],
-                                       r"options given for suite\(s\) linear that are not being run"),
-    "evaluate unknown option": (["evaluate", "{run}", "--suite", "linear", "--option", "linear.nope=1"],
-                                r"unknown suite option linear\.nope; suite linear takes no options"),
-    "evaluate malformed option": (["evaluate", "{run}", "--suite", "knn", "--option", "knn"],
-                                  r"must look like SUITE\.KEY=VALUE"),
+    "evaluate option of other suite": (
+        ["evaluate", "{run}", "--suite", "knn", "--option", "linear.x=1"],
+        r"options given for suite\(s\) linear that are not being run",
+    ),
+    "evaluate unknown option": (
+        ["evaluate", "{run}", "--suite", "linear", "--option", "linear.nope=1"],
+        r"unknown suite option linear\.nope; suite linear takes no options",
+    ),
+    "evaluate malformed option": (
+        ["evaluate", "{run}", "--suite", "knn", "--option", "knn"],
+        r"must look like SUITE\.KEY=VALUE",
+    ),
     "evaluate bad features": (["evaluate", "{run}", "--features", "nope"], r"invalid choice: 'nope'"),
     # --- score, sample, export, benchmark, list
     "score missing run": (["score", "{tmp}/nowhere", "--data", "digits"], r"run directory .* does not exist"),
     "score unknown data": (["score", "{run}", "--data", "nope", "--out", "{tmp}/s.csv"], r"unknown dataset 'nope'"),
-    "score folder of text": (["score", "{run}", "--data", "folder:{data}/only-text", "--out", "{tmp}/s.csv"],
-                             r"no images"),
+    "score folder of text": (
+        ["score", "{run}", "--data", "folder:{data}/only-text", "--out", "{tmp}/s.csv"],
+        r"no images",
+    ),
     "score bad out type": (["score", "{run}", "--data", "digits", "--out", "{tmp}/s.xlsx"], r"\.csv or \.parquet"),
     "sample unknown data": (["sample", "{run}", "--data", "nope", "--out", "{tmp}/s.png"], r"unknown dataset 'nope'"),
     "sample missing run": (["sample", "{tmp}/nowhere"], r"does not exist"),
     "export missing run": (["export", "{tmp}/nowhere"], r"run directory .* does not exist"),
-    "export corrupt ckpt": (["export", "{data}/corrupt.ckpt", "--out", "{tmp}/w.safetensors"],
-                            r"cannot read checkpoint"),
+    "export corrupt ckpt": (
+        ["export", "{data}/corrupt.ckpt", "--out", "{tmp}/w.safetensors"],
+        r"cannot read checkpoint",
+    ),
     "benchmark missing config": (["benchmark", "--config", "{tmp}/none.yaml"], r"none\.yaml not found"),
-    "benchmark bad key": (["benchmark", "--config", "{data}/bench.yaml", "--out", "{tmp}/bench"],
-                          r"nonsense_key"),
+    "benchmark bad key": (["benchmark", "--config", "{data}/bench.yaml", "--out", "{tmp}/bench"], r"nonsense_key"),
     "list unknown group": (["list", "nope"], r"invalid choice: 'nope'"),
 }
 

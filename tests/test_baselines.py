@@ -1,6 +1,7 @@
 """MoCo v2, BYOL and SimSiam: losses against plain re-implementations of the papers' equations,
 MoCo's queue order, the EMA updates and BYOL's cosine ramp against hand-computed values,
 the collapse watch, and a short pretraining run of each read back by `probcl evaluate`."""
+
 import math
 import warnings
 
@@ -25,8 +26,9 @@ DATA_INFO = dict(dataset="digits", channels=1, image_size=12, num_classes=None, 
 
 def build(tiny_config, method: str, batch_size: int = 8, **method_args):
     torch.manual_seed(0)
-    cfg = tiny_config(method, **{"train.batch_size": batch_size},
-                      **{f"method_args.{k}": v for k, v in method_args.items()})
+    cfg = tiny_config(
+        method, **{"train.batch_size": batch_size}, **{f"method_args.{k}": v for k, v in method_args.items()}
+    )
     return METHODS.get(method)(cfg.to_dict(), DATA_INFO).train()
 
 
@@ -81,16 +83,23 @@ def test_moco_symmetric_loss_averages_both_directions(tiny_config):
     out = model.step(v1, v2, None)
     with torch.no_grad():
         q1, q2 = model.projector(model.backbone(v1)), model.projector(model.backbone(v2))
-        k1, k2 = model.key_encoder.projector(model.key_encoder.backbone(v1)), model.key_encoder.projector(model.key_encoder.backbone(v2))
+        k1, k2 = (
+            model.key_encoder.projector(model.key_encoder.backbone(v1)),
+            model.key_encoder.projector(model.key_encoder.backbone(v2)),
+        )
     expected = 0.5 * (moco_reference(q1, k2, queue0, 0.5) + moco_reference(q2, k1, queue0, 0.5))
     assert out.loss.item() == pytest.approx(expected, abs=1e-5)
-    np.testing.assert_allclose(model.key_queue.queue[:16].double().numpy(), np.concatenate([unit(k1), unit(k2)]), atol=1e-6)
+    np.testing.assert_allclose(
+        model.key_queue.queue[:16].double().numpy(), np.concatenate([unit(k1), unit(k2)]), atol=1e-6
+    )
     assert int(model.key_queue.ptr) == 16
 
 
 def test_moco_queue_is_fifo_and_wraps(tiny_config):
     model = build(tiny_config, "moco", batch_size=4, queue_size=10)
-    batches = [torch.full((4, model.key_queue.queue.shape[1]), float(10 * b)) + torch.arange(4.0)[:, None] for b in range(4)]
+    batches = [
+        torch.full((4, model.key_queue.queue.shape[1]), float(10 * b)) + torch.arange(4.0)[:, None] for b in range(4)
+    ]
     for keys in batches:
         model.key_queue.enqueue(keys)
     # Slots by hand: batch 0 -> 0-3, batch 1 -> 4-7, batch 2 -> 8, 9, 0, 1, batch 3 -> 2-5.
@@ -213,15 +222,18 @@ def test_collapse_watch_warns_once():
 
 
 # ------------------------------------------------------------------------------- validation
-@pytest.mark.parametrize("params, args, key", [
-    (MoCoParams, {"momentum": 1.0}, "momentum"),
-    (MoCoParams, {"temperature": 0.0}, "temperature"),
-    (MoCoParams, {"queue_size": 0}, "queue_size"),
-    (BYOLParams, {"tau_base": 1.0}, "tau_base"),
-    (BYOLParams, {"w_byol": 0.0}, "w_byol"),
-    (SimSiamParams, {"collapse_threshold": -1.0}, "collapse_threshold"),
-    (SimSiamParams, {"pred_hidden": 0}, "pred_hidden"),
-])
+@pytest.mark.parametrize(
+    "params, args, key",
+    [
+        (MoCoParams, {"momentum": 1.0}, "momentum"),
+        (MoCoParams, {"temperature": 0.0}, "temperature"),
+        (MoCoParams, {"queue_size": 0}, "queue_size"),
+        (BYOLParams, {"tau_base": 1.0}, "tau_base"),
+        (BYOLParams, {"w_byol": 0.0}, "w_byol"),
+        (SimSiamParams, {"collapse_threshold": -1.0}, "collapse_threshold"),
+        (SimSiamParams, {"pred_hidden": 0}, "pred_hidden"),
+    ],
+)
 def test_bad_hyper_parameters_are_config_errors(params, args, key):
     with pytest.raises(ConfigError, match=key):
         from_dict(params, args, "method_args")

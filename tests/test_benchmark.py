@@ -1,4 +1,5 @@
 """`probcl benchmark`: config merging, a tiny 2 methods x 1 seed grid, and resuming without re-running."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,14 @@ from probcl.tasks.benchmark import Cell, cell_config, load_benchmark, run_benchm
 TINY = {
     "data.dataset": "digits",
     "model": {"width": 4, "proj_hidden": 16, "proj_out": 8},
-    "train": {"epochs": 1, "batch_size": 32, "limit_train_batches": 3, "monitor_train_samples": 200,
-              "monitor_test_samples": 100, "progress_bar": False},
+    "train": {
+        "epochs": 1,
+        "batch_size": 32,
+        "limit_train_batches": 3,
+        "monitor_train_samples": 200,
+        "monitor_test_samples": 100,
+        "progress_bar": False,
+    },
 }
 
 
@@ -24,13 +31,19 @@ def write(path, tree) -> str:
 
 
 def test_cell_config_layers(tmp_path):
-    bench_file = write(tmp_path / "b.yaml", {
-        "base": "fashion-mnist/simclr",
-        "methods": {"moco": {"config": "fashion-mnist/moco", "overrides": {"method_args.queue_size": 64}},
-                    "simclr": "fashion-mnist/simclr"},
-        "overrides": {"train.epochs": 7, "model": {"width": 8}},
-        "seeds": [3], "batch_sizes": [16],
-    })
+    bench_file = write(
+        tmp_path / "b.yaml",
+        {
+            "base": "fashion-mnist/simclr",
+            "methods": {
+                "moco": {"config": "fashion-mnist/moco", "overrides": {"method_args.queue_size": 64}},
+                "simclr": "fashion-mnist/simclr",
+            },
+            "overrides": {"train.epochs": 7, "model": {"width": 8}},
+            "seeds": [3],
+            "batch_sizes": [16],
+        },
+    )
     bench, base_dir = load_benchmark(bench_file)
     cfg = cell_config(bench, Cell("moco", 3, 16), tmp_path / "out", base_dir)
     preset = yaml.safe_load(resolve_config_path("fashion-mnist/moco").read_text())
@@ -42,12 +55,15 @@ def test_cell_config_layers(tmp_path):
     assert cfg.run_dir == str(tmp_path / "out" / "cells" / "moco-s3-b16")
 
 
-@pytest.mark.parametrize("tree, message", [
-    ({"methods": {}}, "methods"),
-    ({"methods": {"a": "fashion-mnist/simclr"}, "reference": "b"}, "reference"),
-    ({"methods": {"a": "fashion-mnist/simclr"}, "suites": ["nope"]}, "unknown evaluation suite"),
-    ({"methods": {"a": "fashion-mnist/simclr"}, "seedz": [1]}, "unknown config key"),
-])
+@pytest.mark.parametrize(
+    "tree, message",
+    [
+        ({"methods": {}}, "methods"),
+        ({"methods": {"a": "fashion-mnist/simclr"}, "reference": "b"}, "reference"),
+        ({"methods": {"a": "fashion-mnist/simclr"}, "suites": ["nope"]}, "unknown evaluation suite"),
+        ({"methods": {"a": "fashion-mnist/simclr"}, "seedz": [1]}, "unknown config key"),
+    ],
+)
 def test_bad_benchmark_files(tmp_path, tree, message):
     with pytest.raises((ConfigError, ValueError), match=message):
         load_benchmark(write(tmp_path / "b.yaml", tree))
@@ -55,16 +71,22 @@ def test_bad_benchmark_files(tmp_path, tree, message):
 
 def test_tiny_benchmark_writes_reports_and_resumes(tmp_path):
     out = tmp_path / "bench"
-    bench_file = write(tmp_path / "tiny.yaml", {
-        "title": "tiny", "out": str(out),
-        "methods": {"simclr": "fashion-mnist/simclr", "byol": "fashion-mnist/byol"},
-        "overrides": TINY, "seeds": [0],
-        "suites": ["linear", "knn", "calibration", "ood", "efficiency"],
-        "suite_options": {"ood": {"datasets": ["noise:uniform", "inverted"], "max_images": 100, "knn_k": [10],
-                                  "mc_passes": 3}},
-        "reference": "simclr",
-        "eval": {"max_train": 200},
-    })
+    bench_file = write(
+        tmp_path / "tiny.yaml",
+        {
+            "title": "tiny",
+            "out": str(out),
+            "methods": {"simclr": "fashion-mnist/simclr", "byol": "fashion-mnist/byol"},
+            "overrides": TINY,
+            "seeds": [0],
+            "suites": ["linear", "knn", "calibration", "ood", "efficiency"],
+            "suite_options": {
+                "ood": {"datasets": ["noise:uniform", "inverted"], "max_images": 100, "knn_k": [10], "mc_passes": 3}
+            },
+            "reference": "simclr",
+            "eval": {"max_train": 200},
+        },
+    )
     assert main(["benchmark", "--config", bench_file]) == 0
     results = read_json(out / "results.json")
     assert [c["name"] for c in results["cells"]] == ["simclr-s0", "byol-s0"]
@@ -85,5 +107,84 @@ def test_tiny_benchmark_writes_reports_and_resumes(tmp_path):
     bench, base_dir = load_benchmark(bench_file)
     log: list[str] = []
     run_benchmark(bench, base_dir, log=log.append)
-    assert sum("nothing to do" in line for line in log) == 2
+    assert not any(line.startswith("evaluated") for line in log)  # every suite was already in eval.json
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no checkpoint, eval.json or cell.json rewritten
+
+
+def test_study_runs_seed_by_seed_publishes_each_cell_and_judges_claims(tmp_path):
+    """init_from: post-hoc TaU starts from the same seed's SimCLR cell; suites run as soon as their inputs are
+    trained (the ood ensemble waits for the other seed); publish mirrors small files, never checkpoints."""
+    out, published = tmp_path / "study", tmp_path / "docs" / "study"
+    bench_file = write(
+        tmp_path / "study.yaml",
+        {
+            "title": "tiny study",
+            "out": str(out),
+            "publish": str(published),
+            "methods": {
+                "tau-posthoc": {"config": "fashion-mnist/tau-posthoc", "init_from": "simclr"},
+                "simclr": "fashion-mnist/simclr",
+            },
+            "overrides": TINY,
+            "seeds": [0, 1],
+            "ensemble": True,
+            "suites": ["linear", "ood"],
+            "suite_options": {
+                "ood": {"datasets": ["digits", "noise:gaussian"], "max_images": 60, "knn_k": [10], "mc_passes": 2}
+            },
+            "claims": ["tau-posthoc", "tau-accuracy"],
+            "eval": {"max_train": 200},
+        },
+    )
+    bench, base_dir = load_benchmark(bench_file)
+    log: list[str] = []
+    run_benchmark(bench, base_dir, log=log.append)
+    order = [line.split()[2].rstrip(":") for line in log if line.startswith("[")]
+    assert order == ["simclr-s0", "tau-posthoc-s0", "simclr-s1", "tau-posthoc-s1"]
+    first_ood = next(i for i, line in enumerate(log) if line.startswith("evaluated simclr-s0") and "ood" in line)
+    assert log.index("evaluated simclr-s0: linear") < log.index(next(x for x in log if "trained simclr-s1" in x))
+    assert first_ood > log.index(next(x for x in log if "trained simclr-s1" in x))  # ensemble member trained first
+    for seed in (0, 1):
+        cfg = read_json(out / "cells" / f"tau-posthoc-s{seed}" / "cell.json")["config"]
+        assert cfg["init"] == str(out / "cells" / f"simclr-s{seed}")
+    assert sorted(p.name for p in (published / "cells" / "simclr-s0").iterdir()) == [
+        "cell.json",
+        "config.yaml",
+        "eval.json",
+        "metrics.jsonl",
+    ]
+    assert not list(published.rglob("*.ckpt"))
+    results = read_json(published / "results.json")
+    assert {c["name"] for c in results["cells"]} == {"simclr-s0", "simclr-s1", "tau-posthoc-s0", "tau-posthoc-s1"}
+    md = (published / "report.md").read_text()
+    assert "## Claims" in md and "post-hoc TaU temperature AUROC - 0.5, digits" in md
+    from probcl.report.claims import evaluate_claims
+
+    posthoc, accuracy = evaluate_claims(results, ["tau-posthoc", "tau-accuracy"])
+    assert accuracy.verdict == "missing"  # no tau-simclr cell in this grid
+    digits = next(c for c in posthoc.comparisons if c.label.endswith("digits"))
+    aurocs = [
+        read_json(out / "cells" / f"tau-posthoc-s{s}" / "eval.json")["ood"]["sets"]["digits"]["uncertainty:neg_u"][
+            "auroc"
+        ]
+        for s in (0, 1)
+    ]
+    assert digits.seeds == [0, 1] and digits.differences == pytest.approx([a - 0.5 for a in aurocs])
+
+    import shutil
+
+    shutil.rmtree(out)  # a later session on a fresh checkout: only the published files are left
+    log.clear()
+    run_benchmark(bench, base_dir, log=log.append)
+    assert sorted(line for line in log if line.startswith("restored")) == [
+        f"restored {name} from {published / 'cells' / name}"
+        for name in ("simclr-s0", "simclr-s1", "tau-posthoc-s0", "tau-posthoc-s1")
+    ]
+    assert not list(out.rglob("*.ckpt")) and not any(line.startswith("evaluated") for line in log)
+    assert read_json(published / "results.json")["groups"] == results["groups"]
+    assert digits.interval is not None and digits.verdict in (
+        "reproduced",
+        "contradicted",
+        "not reproduced",
+        "inconclusive at this budget",
+    )

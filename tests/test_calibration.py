@@ -1,4 +1,5 @@
 """ECE/MCE (VEM eq. 16-19) against a hand-computed case and torchmetrics; Brier; temperature scaling."""
+
 from __future__ import annotations
 
 import math

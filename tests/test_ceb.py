@@ -1,5 +1,6 @@
 """C-SimCLR, C-BYOL and the local Lipschitz estimate against plain re-implementations of the CEB paper's
 equations (Eq. 7, Figure 5/6 pseudocode, Eq. 19/36) with scipy's Bessel functions, plus tiny training runs."""
+
 import math
 
 import numpy as np
@@ -26,7 +27,9 @@ DATA_INFO = dict(dataset="digits", channels=1, image_size=12, num_classes=None, 
 
 def log_c(n: int, kappa: float) -> float:
     """log C_n(kappa) = (n/2-1) log kappa - (n/2) log 2pi - log I_{n/2-1}(kappa), via scipy's ive."""
-    return (n / 2 - 1) * math.log(kappa) - (n / 2) * math.log(2 * math.pi) - (math.log(sp.ive(n / 2 - 1, kappa)) + kappa)
+    return (
+        (n / 2 - 1) * math.log(kappa) - (n / 2) * math.log(2 * math.pi) - (math.log(sp.ive(n / 2 - 1, kappa)) + kappa)
+    )
 
 
 def a_n(n: int, kappa: float) -> float:
@@ -131,17 +134,20 @@ def _ddp_worker(rank: int, rendezvous: str, out_dir: str) -> None:
 
 def test_c_simclr_gathers_candidates_across_ranks(tmp_path):
     """2 gloo processes with B=4 each: mean rank loss and DDP-averaged input gradients equal one process with B=8."""
-    mp.start_processes(_ddp_worker, args=(str(tmp_path / "rendezvous"), str(tmp_path)), nprocs=2, join=True,
-                       start_method="fork")
+    mp.start_processes(
+        _ddp_worker, args=(str(tmp_path / "rendezvous"), str(tmp_path)), nprocs=2, join=True, start_method="fork"
+    )
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     for candidates in ("cross-view", "both-views"):
         h1, h2 = (h.requires_grad_(True) for h in projections(b=8))
         single = c_simclr_loss(h1, h2, math.inf, 10.0, 0.0, candidates, gather=False).loss
         single.backward()
-        assert 0.5 * (ranks[0][candidates][0] + ranks[1][candidates][0]).item() == pytest.approx(single.item(), rel=1e-10)
+        assert 0.5 * (ranks[0][candidates][0] + ranks[1][candidates][0]).item() == pytest.approx(
+            single.item(), rel=1e-10
+        )
         for rank in range(2):  # each rank's gradient covers every rank's loss; DDP divides by the world size
-            torch.testing.assert_close(ranks[rank][candidates][1] / 2, h1.grad[4 * rank:4 * rank + 4])
-            torch.testing.assert_close(ranks[rank][candidates][2] / 2, h2.grad[4 * rank:4 * rank + 4])
+            torch.testing.assert_close(ranks[rank][candidates][1] / 2, h1.grad[4 * rank : 4 * rank + 4])
+            torch.testing.assert_close(ranks[rank][candidates][2] / 2, h2.grad[4 * rank : 4 * rank + 4])
 
 
 def test_c_simclr_params_validation():
@@ -165,7 +171,11 @@ def test_c_byol_step_matches_figure6_pseudocode(tiny_config):
     params = [p for n, p in model.named_parameters() if not n.startswith("target_")]
     grads = torch.autograd.grad(out.loss, params, allow_unused=True)
     names = [n for n, _ in model.named_parameters() if not n.startswith("target_")]
-    assert all(g is not None and g.abs().sum() > 0 for n, g in zip(names, grads) if n.startswith(("l_net", "m_net", "predictor")))
+    assert all(
+        g is not None and g.abs().sum() > 0
+        for n, g in zip(names, grads)
+        if n.startswith(("l_net", "m_net", "predictor"))
+    )
 
     torch.manual_seed(5)
     with torch.no_grad():
@@ -228,14 +238,20 @@ def test_tiny_runs_write_checkpoints_and_lipschitz_suite(tiny_config, tmp_path):
         assert np.isfinite(result[name]) and result[name] >= 0
         assert np.isfinite(result[f"{name} kl_bound"]) and result[f"{name} kl_bound"] >= 0
     assert result["protocol"]["kappa"] == 1024.0 and "saturation+" not in result
+    assert result["protocol"]["kappa_source"] == "the run's kappa_e (default)"
     assert (RunPaths(runs["c-simclr"]).plots / "lipschitz.png").stat().st_size > 0
-    byol = evaluate_run(runs["c-byol"], ["lipschitz"], options={"lipschitz": {"max_images": 32, "kappa": "run"}},
-                        figures=False)["lipschitz"]
+    byol = evaluate_run(
+        runs["c-byol"], ["lipschitz"], options={"lipschitz": {"max_images": 32, "kappa": "run"}}, figures=False
+    )["lipschitz"]
     assert not RunPaths(runs["c-byol"]).plots.exists()  # suites write no files: figures come from report/ hooks
     assert byol["protocol"]["kappa"] == 16384.0 and byol["protocol"]["embedding"] == "method's e(z|x) mean direction"
     for name in ("brightness+", "contrast-"):  # figure data: every pair counted once per quantity
         for quantity in ("sampled", "kl_bound"):
             hist = result["histograms"][quantity][name]
             assert sum(hist["counts"]) == result["protocol"]["pairs"][name] and len(hist["edges"]) == 41
+    default = evaluate_run(runs["c-byol"], ["lipschitz"], options={"lipschitz": {"max_images": 8}}, figures=False)[
+        "lipschitz"
+    ]["protocol"]
+    assert default["kappa"] == 16384.0 and default["kappa_source"] == "the run's kappa_e (default)"  # not 1024
     figure = plot_lipschitz_histograms({"C-SimCLR": result, "C-BYOL": byol}, tmp_path / "both.png")
     assert figure.stat().st_size > 0

@@ -1,5 +1,6 @@
 """The CLI's start-up stays light: --help and list import no deep-learning stack, and the source
 catalog behind `probcl list` names exactly what the registries hold (no wall-clock assertions)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -11,17 +12,25 @@ HEAVY = ("torch", "lightning", "kornia", "sklearn", "scipy", "torchvision")
 
 
 def _modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sys.modules))"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return set(out.split())
 
 
 def test_help_and_list_import_no_heavy_module():
-    help_modules = _modules_after("import contextlib, io\nfrom probcl.cli import main\n"
-                                  "with contextlib.redirect_stdout(io.StringIO()):\n"
-                                  "    try:\n        main(['--help'])\n    except SystemExit:\n        pass")
-    list_modules = _modules_after("import contextlib, io\nfrom probcl.cli import main\n"
-                                  "with contextlib.redirect_stdout(io.StringIO()):\n    main(['list'])")
+    help_modules = _modules_after(
+        "import contextlib, io\nfrom probcl.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n        main(['--help'])\n    except SystemExit:\n        pass"
+    )
+    list_modules = _modules_after(
+        "import contextlib, io\nfrom probcl.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    main(['list'])"
+    )
     for modules in (help_modules, list_modules):
         assert "probcl.cli" in modules
         assert not [m for m in HEAVY if m in modules]

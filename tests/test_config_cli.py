@@ -1,19 +1,23 @@
 """Config validation and the CLI's promised errors: one clear line, non-zero exit, nothing written."""
+
 import pytest
 
 from probcl.cli import main
 from probcl.config import ConfigError, load_config
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"method_args.temperature": -0.1}, "temperature must be > 0"),
-    ({"train.batch_size": 1}, "batch_size must be >= 2"),
-    ({"optim.lr": 0}, "optim.lr must be > 0"),
-    ({"optim.name": "rmsprop"}, "one of sgd, adam, adamw, lars"),
-    ({"train.epochs": "many"}, "must be an integer"),
-    ({"augment.crop_scale": [0.9, 0.2]}, "crop_scale"),
-    ({"model.depth": 3}, "unknown config key.*model.depth.*valid keys"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"method_args.temperature": -0.1}, "temperature must be > 0"),
+        ({"train.batch_size": 1}, "batch_size must be >= 2"),
+        ({"optim.lr": 0}, "optim.lr must be > 0"),
+        ({"optim.name": "rmsprop"}, "one of sgd, adam, adamw, lars"),
+        ({"train.epochs": "many"}, "must be an integer"),
+        ({"augment.crop_scale": [0.9, 0.2]}, "crop_scale"),
+        ({"model.depth": 3}, "unknown config key.*model.depth.*valid keys"),
+    ],
+)
 def test_invalid_values_are_rejected(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message):
         cfg = load_config(None, {"run_dir": str(tmp_path / "r"), **overrides})
@@ -38,8 +42,18 @@ def test_unknown_method_and_dataset_list_valid_choices(tmp_path, capsys):
 
 
 def test_negative_temperature_from_cli(tmp_path, capsys):
-    code, _, err = run_cli(["pretrain", "--config", "fashion-mnist/simclr", "--method_args.temperature", "-1",
-                            "--run-dir", str(tmp_path / "t")], capsys)
+    code, _, err = run_cli(
+        [
+            "pretrain",
+            "--config",
+            "fashion-mnist/simclr",
+            "--method_args.temperature",
+            "-1",
+            "--run-dir",
+            str(tmp_path / "t"),
+        ],
+        capsys,
+    )
     assert code == 2 and "temperature" in err and not (tmp_path / "t").exists()
 
 
@@ -48,28 +62,60 @@ def test_missing_paths_give_one_line_errors(tmp_path, capsys):
     assert code == 2 and "not found" in err
     code, _, err = run_cli(["evaluate", str(tmp_path / "no-run")], capsys)
     assert code == 1 and "does not exist" in err and len(err.strip().splitlines()) == 1
-    code, _, err = run_cli(["pretrain", "--dataset", f"folder:{tmp_path/'none'}", "--run-dir", str(tmp_path / "f")], capsys)
+    code, _, err = run_cli(
+        ["pretrain", "--dataset", f"folder:{tmp_path / 'none'}", "--run-dir", str(tmp_path / "f")], capsys
+    )
     assert code == 1 and "does not exist" in err
 
 
 def test_batch_larger_than_dataset(tmp_path, capsys):
-    code, _, err = run_cli(["pretrain", "--dataset", "digits", "--batch-size", "5000", "--run-dir", str(tmp_path / "r")], capsys)
+    code, _, err = run_cli(
+        ["pretrain", "--dataset", "digits", "--batch-size", "5000", "--run-dir", str(tmp_path / "r")], capsys
+    )
     assert code == 2 and "batch_size=5000" in err and not (tmp_path / "r").exists()
 
 
 def test_list_shows_every_group(capsys):
     code, out, _ = run_cli(["list"], capsys)
     assert code == 0
-    for expected in ("methods:", "  simclr", "datasets:", "  fashion-mnist", "  folder:PATH",
-                     "evaluation suites:", "  linear", "  knn", "presets:", "  fashion-mnist/simclr"):
+    for expected in (
+        "methods:",
+        "  simclr",
+        "datasets:",
+        "  fashion-mnist",
+        "  folder:PATH",
+        "evaluation suites:",
+        "  linear",
+        "  knn",
+        "presets:",
+        "  fashion-mnist/simclr",
+    ):
         assert expected in out.splitlines()
 
 
 def test_cli_pretrain_evaluate_export_round_trip(tmp_path, capsys):
     run = tmp_path / "run"
-    args = ["pretrain", "--dataset", "digits", "--run-dir", str(run), "--epochs", "1", "--batch-size", "32",
-            "--model.width", "4", "--model.proj_hidden", "16", "--train.limit_train_batches", "2",
-            "--train.progress_bar", "false", "--train.monitor_train_samples", "200"]
+    args = [
+        "pretrain",
+        "--dataset",
+        "digits",
+        "--run-dir",
+        str(run),
+        "--epochs",
+        "1",
+        "--batch-size",
+        "32",
+        "--model.width",
+        "4",
+        "--model.proj_hidden",
+        "16",
+        "--train.limit_train_batches",
+        "2",
+        "--train.progress_bar",
+        "false",
+        "--train.monitor_train_samples",
+        "200",
+    ]
     code, out, err = run_cli(args, capsys)
     assert code == 0, err
     code, out, err = run_cli(["evaluate", str(run), "--suite", "knn,linear"], capsys)

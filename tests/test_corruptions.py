@@ -1,4 +1,5 @@
 """The corruption suite: shape/dtype/range, determinism, severity ordering, and a few exact formulas."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,18 @@ def fashion():
 
 
 def test_all_corruptions_are_registered():
-    assert set(NAMES) == {"gaussian_noise", "shot_noise", "impulse_noise", "defocus_blur", "motion_blur",
-                          "contrast", "brightness", "pixelate", "elastic", "jpeg"}
+    assert set(NAMES) == {
+        "gaussian_noise",
+        "shot_noise",
+        "impulse_noise",
+        "defocus_blur",
+        "motion_blur",
+        "contrast",
+        "brightness",
+        "pixelate",
+        "elastic",
+        "jpeg",
+    }
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -48,7 +59,9 @@ def test_exact_photometric_formulas():
     # contrast severity 2: (x - mean) * 0.5 + mean
     assert corrupt(x, "contrast", 2).flatten().tolist() == ((x.float() - mean) * 0.5 + mean).round().flatten().tolist()
     # brightness severity 1 on one channel: x + 0.05 (in [0, 1] units), clipped
-    assert corrupt(x, "brightness", 1).flatten().tolist() == (x.float() + 12.75).clamp(max=255).round().flatten().tolist()
+    assert (
+        corrupt(x, "brightness", 1).flatten().tolist() == (x.float() + 12.75).clamp(max=255).round().flatten().tolist()
+    )
     # impulse noise only ever writes 0 or 255
     big = torch.full((1, 1, 64, 64), 128, dtype=torch.uint8)
     out = corrupt(big, "impulse_noise", 5)

@@ -1,4 +1,5 @@
 """Dataset loaders on real (Fashion-MNIST, digits) and generated data, and their error messages."""
+
 import gzip
 import struct
 
@@ -58,19 +59,22 @@ def test_digits_resized_split_and_conversion():
 def test_npz_valid_and_invalid(tmp_path):
     x = np.random.default_rng(0).integers(0, 256, (10, 8, 8, 3), dtype=np.uint8)
     np.savez(tmp_path / "ok.npz", x=x, y=np.arange(10) % 2)
-    train, test = load_dataset(f"npz:{tmp_path/'ok.npz'}", "train"), load_dataset(f"npz:{tmp_path/'ok.npz'}", "test")
+    train, test = (
+        load_dataset(f"npz:{tmp_path / 'ok.npz'}", "train"),
+        load_dataset(f"npz:{tmp_path / 'ok.npz'}", "test"),
+    )
     assert len(train) + len(test) == 10 and train.images.shape[1:] == (3, 8, 8)
     np.savez(tmp_path / "float.npz", x=x.astype(np.float32))
     with pytest.raises(DatasetError, match="uint8"):
-        load_dataset(f"npz:{tmp_path/'float.npz'}")
+        load_dataset(f"npz:{tmp_path / 'float.npz'}")
     np.savez(tmp_path / "shape.npz", x=x[:, :, :, :2])
     with pytest.raises(DatasetError, match="shape"):
-        load_dataset(f"npz:{tmp_path/'shape.npz'}")
+        load_dataset(f"npz:{tmp_path / 'shape.npz'}")
     np.savez(tmp_path / "labels.npz", x=x, y=np.arange(3))
     with pytest.raises(DatasetError, match="'y'"):
-        load_dataset(f"npz:{tmp_path/'labels.npz'}")
+        load_dataset(f"npz:{tmp_path / 'labels.npz'}")
     with pytest.raises(DatasetError, match="does not exist"):
-        load_dataset(f"npz:{tmp_path/'missing.npz'}")
+        load_dataset(f"npz:{tmp_path / 'missing.npz'}")
 
 
 def _write_png(path, value, mode="RGB"):
@@ -82,21 +86,21 @@ def test_folder_with_classes_flat_and_corrupt(tmp_path):
     for cls, value in (("cat", (255, 0, 0)), ("dog", (0, 0, 255))):
         for i in range(5):
             _write_png(tmp_path / "labeled" / cls / f"{i}.png", value)
-    data = load_dataset(f"folder:{tmp_path/'labeled'}", "all", image_size=16)
+    data = load_dataset(f"folder:{tmp_path / 'labeled'}", "all", image_size=16)
     assert len(data) == 10 and data.num_classes == 2 and data.classes == ["cat", "dog"]
     image, label, _ = data[7]
     assert image.shape == (3, 16, 16) and label == 1 and image[2].float().mean() > 250
     for i in range(4):
         _write_png(tmp_path / "flat" / f"{i}.png", 128, mode="L")
-    flat = load_dataset(f"folder:{tmp_path/'flat'}", "all", image_size=8)
+    flat = load_dataset(f"folder:{tmp_path / 'flat'}", "all", image_size=8)
     assert flat.labels() is None and flat.channels == 1 and flat[0][1] == -1
     (tmp_path / "flat" / "broken.png").write_bytes(b"not an image")
-    broken = load_dataset(f"folder:{tmp_path/'flat'}", "all", image_size=8)
+    broken = load_dataset(f"folder:{tmp_path / 'flat'}", "all", image_size=8)
     idx = [str(p) for p in broken.paths].index(str(tmp_path / "flat" / "broken.png"))
     with pytest.raises(CorruptImageError, match="broken.png"):
         broken[idx]
     with pytest.raises(DatasetError, match="does not exist"):
-        load_dataset(f"folder:{tmp_path/'nope'}")
+        load_dataset(f"folder:{tmp_path / 'nope'}")
 
 
 def test_labeled_subset_is_stratified_and_seeded():

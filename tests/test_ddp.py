@@ -7,6 +7,7 @@ rank and equal to the single process's. With BatchNorm, MoCo's shuffle-BN must c
 key with the statistics of the sub-batch it was shuffled into, as a reference built from the
 broadcast permutation does by hand.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -31,9 +32,16 @@ SCENARIOS = {  # name: (method, model.norm, method_args)
 
 def make_model(name: str):
     method, norm, args = SCENARIOS[name]
-    overrides = {"method": method, "model.backbone": "cnn", "model.width": 4, "model.norm": norm,
-                 "model.proj_hidden": 16, "model.proj_out": 8, "train.batch_size": B,
-                 **{f"method_args.{k}": v for k, v in args.items()}}
+    overrides = {
+        "method": method,
+        "model.backbone": "cnn",
+        "model.width": 4,
+        "model.norm": norm,
+        "model.proj_hidden": 16,
+        "model.proj_out": 8,
+        "train.batch_size": B,
+        **{f"method_args.{k}": v for k, v in args.items()},
+    }
     torch.manual_seed(0)
     return METHODS.get(method)(load_config(None, overrides).to_dict(), DATA_INFO).train()
 
@@ -112,7 +120,7 @@ def test_moco_queue_is_identical_on_every_rank_and_holds_the_global_keys(ranks):
     for result in (r["moco"] for r in ranks):
         queue = result["state"]["key_queue.queue"]
         torch.testing.assert_close(queue[: WORLD * B], keys, atol=1e-6, rtol=1e-5)
-        assert torch.equal(queue[WORLD * B:], queue0[WORLD * B:])
+        assert torch.equal(queue[WORLD * B :], queue0[WORLD * B :])
         assert int(result["state"]["key_queue.ptr"]) == WORLD * B
     assert torch.equal(ranks[0]["moco"]["state"]["key_queue.queue"], ranks[1]["moco"]["state"]["key_queue.queue"])
 
@@ -125,7 +133,9 @@ def test_moco_shuffle_bn_uses_the_broadcast_permutation(ranks):
     keys = torch.empty(WORLD * B, model.key_queue.queue.shape[1])
     with torch.no_grad():
         for chunk in order.view(WORLD, B):  # each rank's BatchNorm sees one shuffled sub-batch
-            keys[chunk] = nn.functional.normalize(model.key_encoder.projector(model.key_encoder.backbone(view2[chunk])), dim=1)
+            keys[chunk] = nn.functional.normalize(
+                model.key_encoder.projector(model.key_encoder.backbone(view2[chunk])), dim=1
+            )
     for result in (r["moco-shuffle-bn"] for r in ranks):
         torch.testing.assert_close(result["state"]["key_queue.queue"][: WORLD * B], keys, atol=1e-6, rtol=1e-5)
     # Without the shuffle the keys would differ: BatchNorm statistics of the unshuffled halves.

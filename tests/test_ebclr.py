@@ -1,5 +1,6 @@
 """EBCLR: energy (Eq. 20), discriminative term (Eq. 18), proximal MSGLD (Eq. 21-22), replay buffer,
 checkpointing, a tiny training run and `probcl sample`, each against a plain re-implementation."""
+
 import io
 import math
 
@@ -14,8 +15,12 @@ from probcl.losses.nt_xent import nt_xent_loss
 from probcl.methods import METHODS, TrainingDivergedError
 from probcl.samplers.sgld import MSGLDConfig, MultiStageSGLD, ReplayBuffer, msgld_sigma, proximal_sgld
 
-EBM_MODEL = {"model.norm": "none", "model.act": "leaky_relu", "augment.preset": "ebclr-gray",
-             "augment.normalize": "symmetric"}
+EBM_MODEL = {
+    "model.norm": "none",
+    "model.act": "leaky_relu",
+    "augment.preset": "ebclr-gray",
+    "augment.normalize": "symmetric",
+}
 
 
 def unit(x):
@@ -52,7 +57,7 @@ def direct_minus_log_q(z1, z2, tau, others):
             candidates = [k for k in range(2 * n) if k != i]
         else:  # the N views of the other side
             candidates = list(range(n, 2 * n)) if i < n else list(range(n))
-        sim = lambda k: math.exp(-float(np.sum((views[i] - views[k]) ** 2)) / tau)  # noqa: E731
+        sim = lambda k, i=i: math.exp(-float(np.sum((views[i] - views[k]) ** 2)) / tau)  # noqa: E731
         total.append(-math.log(sim(partner) / (sum(sim(k) for k in candidates) / len(candidates))))
     return float(np.mean(total)), len(candidates)
 
@@ -138,11 +143,13 @@ def test_samples_stay_in_the_valid_pixel_range():
 @pytest.mark.parametrize("pixel_clamp", [True, False])
 def test_sampler_clamps_to_the_pixel_range_only_when_asked(pixel_clamp):
     buffer = ReplayBuffer(4, 1.0, (1, 8, 8))
-    sampler = MultiStageSGLD(MSGLDConfig(steps=30, step_size=1.0, sigma_min=0.0, sigma_max=0.0,
-                                         pixel_clamp=pixel_clamp), buffer)
+    sampler = MultiStageSGLD(
+        MSGLDConfig(steps=30, step_size=1.0, sigma_min=0.0, sigma_max=0.0, pixel_clamp=pixel_clamp), buffer
+    )
     low, high = torch.tensor(-1.0), torch.tensor(1.0)
-    out = sampler.sample(quadratic_energy(torch.full((4, 1, 8, 8), 100.0), 1.0), 4,
-                         lambda n: torch.zeros(n, 1, 8, 8), bounds=(low, high))
+    out = sampler.sample(
+        quadratic_energy(torch.full((4, 1, 8, 8), 100.0), 1.0), 4, lambda n: torch.zeros(n, 1, 8, 8), bounds=(low, high)
+    )
     # without the clamp the chain follows Eq. 21 alone: 30 steps of alpha * delta = 1 towards 100
     assert out.samples.max().item() == pytest.approx(1.0 if pixel_clamp else 30.0)
 
@@ -213,9 +220,18 @@ def test_zero_noise_sgld_lowers_the_energy_of_a_fixed_model():
 
 # ------------------------------------------------------------------ the method
 def make_method(**method_args):
-    cfg = load_config(None, {"method": "ebclr", "data.dataset": "digits", "model.width": 4, "model.proj_hidden": 16,
-                             "model.proj_out": 8, **EBM_MODEL,
-                             **{f"method_args.{k}": v for k, v in method_args.items()}})
+    cfg = load_config(
+        None,
+        {
+            "method": "ebclr",
+            "data.dataset": "digits",
+            "model.width": 4,
+            "model.proj_hidden": 16,
+            "model.proj_out": 8,
+            **EBM_MODEL,
+            **{f"method_args.{k}": v for k, v in method_args.items()},
+        },
+    )
     info = dict(dataset="digits", channels=1, image_size=28, num_classes=10, mean=[0.5], std=[0.5])
     return METHODS.get("ebclr")(cfg.to_dict(), info)
 
@@ -293,8 +309,13 @@ def test_two_processes_match_one_and_keep_one_buffer_each(tmp_path):
 
     g = torch.Generator().manual_seed(0)
     z1, z2, zs = (torch.randn(6, 4, generator=g, dtype=torch.float64) for _ in range(3))
-    mp.start_processes(_ddp_worker, args=(str(tmp_path / "rendezvous"), str(tmp_path), z1, z2, zs), nprocs=2,
-                       join=True, start_method="fork")
+    mp.start_processes(
+        _ddp_worker,
+        args=(str(tmp_path / "rendezvous"), str(tmp_path), z1, z2, zs),
+        nprocs=2,
+        join=True,
+        start_method="fork",
+    )
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
     single = ebclr_loss(z1, z2, zs, z2, 0.3, 0.5, gather=False).total
     assert abs((ranks[0]["loss"] + ranks[1]["loss"]).item() / 2 - single.item()) < 1e-10

@@ -1,4 +1,5 @@
 """kNN and linear probe: near-perfect on separable data, chance on random labels, agree with sklearn."""
+
 import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
@@ -45,6 +46,8 @@ def test_agreement_with_sklearn():
     result, probe = linear_probe(xtr, ytr, xte, yte, 5, l2_grid=(1e-3,))
     scaler = StandardScaler().fit(xtr.numpy())
     # sklearn minimises C * sum CE + 1/2 ||W||^2; ours mean CE + l2/2 ||W||^2  =>  C = 1 / (n * l2)
-    sk = LogisticRegression(C=1.0 / (len(xtr) * 1e-3), max_iter=5000, tol=1e-10).fit(scaler.transform(xtr.numpy()), ytr.numpy())
+    sk = LogisticRegression(C=1.0 / (len(xtr) * 1e-3), max_iter=5000, tol=1e-10).fit(
+        scaler.transform(xtr.numpy()), ytr.numpy()
+    )
     ours = probe.logits(xte).argmax(1).numpy()
     assert (ours == sk.predict(scaler.transform(xte.numpy()))).mean() > 0.98

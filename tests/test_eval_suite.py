@@ -1,4 +1,5 @@
 """The ood, calibration, adversarial, corruptions, fewshot, transfer and efficiency suites on tiny real runs."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,8 +34,13 @@ def runs(tmp_path_factory):
 def test_suites_end_to_end(runs):
     run, other = runs["simclr0"], runs["simclr1"]
     options = {
-        "ood": {"datasets": ["fashion-mnist", "noise:gaussian", "inverted"], "max_images": 150, "knn_k": [1, 10],
-                "mc_passes": 5, "runs": [str(other)]},
+        "ood": {
+            "datasets": ["fashion-mnist", "noise:gaussian", "inverted"],
+            "max_images": 150,
+            "knn_k": [1, 10],
+            "mc_passes": 5,
+            "runs": [str(other)],
+        },
         "calibration": {},
         "adversarial": {"max_images": 60, "pgd_steps": 2},
         "corruptions": {"max_images": 60, "corruptions": ["contrast", "gaussian_noise"], "reference": str(other)},
@@ -47,7 +53,21 @@ def test_suites_end_to_end(runs):
 
     ood = results["ood"]
     assert set(ood["sets"]) == {"fashion-mnist", "noise:gaussian", "inverted"}
-    expected_scores = {"msp", "energy", "knn1", "knn10", "mc_dropout_entropy", "mc_dropout_mi", "ensemble_msp"}
+    expected_scores = {
+        "msp",
+        "energy",
+        "knn1",
+        "knn10",
+        "mc_dropout_entropy",
+        "mc_dropout_mi",
+        "ensemble_msp",
+        "knn10_raw",
+        "feature_norm",
+        "mahalanobis",
+        "mahalanobis_classfree",
+        "input_stats",
+        "combined",
+    }
     for per_set in ood["sets"].values():
         assert set(per_set) == expected_scores
         for metrics in per_set.values():
@@ -68,6 +88,8 @@ def test_suites_end_to_end(runs):
     for attack in ("fgsm", "pgd"):
         assert set(adv[attack]) == {"eps4", "eps8"}
         assert adv[attack]["eps8"] <= adv["clean_top1"]
+        assert set(adv[f"{attack}_robust"]) == {"eps4", "eps8"}  # robust: correct clean *and* attacked
+        assert adv[f"{attack}_robust"]["eps8"] <= min(adv[attack]["eps8"], adv["clean_top1"])
 
     cor = results["corruptions"]
     assert set(cor["per_corruption"]) == {"contrast", "gaussian_noise"}
@@ -78,8 +100,10 @@ def test_suites_end_to_end(runs):
     few = results["fewshot"]
     labels = load_dataset("digits", "train").labels()
     probe_labels = labels[random_subset(len(labels), MAX_TRAIN, 0)]  # the --max-train subset
-    assert few["protocol"]["labels"] == {"10%": len(labeled_subset(probe_labels, 0.1)),
-                                         "50%": len(labeled_subset(probe_labels, 0.5))}
+    assert few["protocol"]["labels"] == {
+        "10%": len(labeled_subset(probe_labels, 0.1)),
+        "50%": len(labeled_subset(probe_labels, 0.5)),
+    }
     assert 0 <= few["10%"]["top1"] <= 100 and 0 <= few["50%"]["top1"] <= 100
 
     assert 0 <= results["transfer"]["digits"]["top1"] <= 100
@@ -89,8 +113,12 @@ def test_suites_end_to_end(runs):
 
 
 def test_method_uncertainty_enters_the_ood_suite(runs):
-    result = evaluate_run(runs["tau"], ["ood"], max_train=MAX_TRAIN,
-                          options={"ood": {"datasets": ["noise:uniform"], "max_images": 100, "knn_k": 10, "mc_passes": 3}})
+    result = evaluate_run(
+        runs["tau"],
+        ["ood"],
+        max_train=MAX_TRAIN,
+        options={"ood": {"datasets": ["noise:uniform"], "max_images": 100, "knn_k": 10, "mc_passes": 3}},
+    )
     scores = result["ood"]["sets"]["noise:uniform"]
     assert {"uncertainty:neg_u", "uncertainty:neg_u_squared"} <= set(scores)
 
@@ -99,8 +127,8 @@ def test_uncertainty_scores_come_from_the_declared_capability():
     class Declared(HasUncertainty):
         uncertainty_scores = ("a", "b")
 
-        def uncertainty(self, images, score=None):
-            return images * (1 if self.uncertainty_score_name(score) == "a" else 2)
+        def uncertainty_batch(self, images, score):
+            return images * (1 if score == "a" else 2)
 
     class Undeclared:  # an `uncertainty` method without the capability is not probed for
         has_uncertainty = True

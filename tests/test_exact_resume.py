@@ -6,6 +6,7 @@ subprocess) by SIGKILL. The reference is the uninterrupted run with the same see
 comparison covers every tensor of the checkpoint (weights, EMA/target networks, queues,
 banks, replay buffers, optimiser and scheduler state) and the metrics.jsonl rows.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,9 +26,16 @@ from probcl.core.runs import RunPaths
 from probcl.tasks.pretrain import AtomicCheckpointIO, pretrain
 
 # 2 epochs x 4 batches of 16, a checkpoint every 2 steps: the last.ckpt before step k is at 2 * (k // 2).
-RUN = {"train.epochs": 2, "train.limit_train_batches": 4, "train.batch_size": 16,
-       "train.checkpoint_every_n_steps": 2, "train.monitor_train_samples": 100, "train.monitor_test_samples": 50,
-       "model.proj_hidden": 8, "model.proj_out": 8}
+RUN = {
+    "train.epochs": 2,
+    "train.limit_train_batches": 4,
+    "train.batch_size": 16,
+    "train.checkpoint_every_n_steps": 2,
+    "train.monitor_train_samples": 100,
+    "train.monitor_test_samples": 50,
+    "model.proj_hidden": 8,
+    "model.proj_out": 8,
+}
 METHODS = {
     "simclr": {},
     "moco": {"method_args.queue_size": 64},
@@ -75,8 +83,9 @@ def assert_same_run(reference: Path, resumed: Path) -> None:
         ta, tb = _tensors(a[part]), _tensors(b[part])
         assert len(ta) == len(tb) and all(torch.equal(x, y) for x, y in zip(ta, tb)), part
     assert a["lr_schedulers"][0]["last_epoch"] == b["lr_schedulers"][0]["last_epoch"]
-    assert reproducible_rows(RunPaths(resumed).metrics.read_text()) == reproducible_rows(RunPaths(reference).metrics.read_text())
-
+    assert reproducible_rows(RunPaths(resumed).metrics.read_text()) == reproducible_rows(
+        RunPaths(reference).metrics.read_text()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -86,18 +95,23 @@ def references(tmp_path_factory):
     from tests.conftest import tiny_overrides
 
     root = tmp_path_factory.mktemp("reference")
-    return {m: pretrain(load_config(None, tiny_overrides(root / m, method=m, **RUN, **extra)))
-            for m, extra in METHODS.items()}
+    return {
+        m: pretrain(load_config(None, tiny_overrides(root / m, method=m, **RUN, **extra)))
+        for m, extra in METHODS.items()
+    }
 
 
-@pytest.mark.parametrize(("method", "step", "where"), [
-    ("simclr", 4, "epoch_end"),  # during the online monitor: replays batches 3-4 and the monitor
-    ("moco", 3, "batch"),        # mid-epoch: queue and key encoder from step 2
-    ("byol", 5, "batch"),        # first batch of epoch 1, resumed from the epoch-end checkpoint
-    ("vem-langevin", 8, "epoch_end"),
-    ("ebclr", 6, "batch"),       # replay buffer and SGLD noise
-    ("tau-simclr", 7, "batch"),
-])
+@pytest.mark.parametrize(
+    ("method", "step", "where"),
+    [
+        ("simclr", 4, "epoch_end"),  # during the online monitor: replays batches 3-4 and the monitor
+        ("moco", 3, "batch"),  # mid-epoch: queue and key encoder from step 2
+        ("byol", 5, "batch"),  # first batch of epoch 1, resumed from the epoch-end checkpoint
+        ("vem-langevin", 8, "epoch_end"),
+        ("ebclr", 6, "batch"),  # replay buffer and SGLD noise
+        ("tau-simclr", 7, "batch"),
+    ],
+)
 def test_killed_run_resumes_bit_identical(tiny_config, references, method, step, where):
     cfg = tiny_config(method, run_name=f"{method}-{where}-{step}", **RUN, **METHODS[method])
     with pytest.raises(Killed):
@@ -148,10 +162,20 @@ SIGKILL_SCRIPT = textwrap.dedent("""
 
 def test_sigkill_mid_epoch_then_resume(tiny_config, references, tmp_path):
     cfg = tiny_config("simclr", run_name="sigkill", **RUN)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parent)),
-           "PROBCL_NO_PROGRESS": "1"}
-    proc = subprocess.run([sys.executable, "-c", SIGKILL_SCRIPT, cfg.run_dir, "7"], env=env,
-                          cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(
+            str(p) for p in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parent)
+        ),
+        "PROBCL_NO_PROGRESS": "1",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", SIGKILL_SCRIPT, cfg.run_dir, "7"],
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert torch.load(RunPaths(cfg.run_dir).last, weights_only=False)["global_step"] == 6
     pretrain(cfg)

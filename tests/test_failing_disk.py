@@ -1,4 +1,5 @@
 """Writes that fail part-way (disk full) keep the previous file intact and the run resumable."""
+
 import errno
 import json
 import os

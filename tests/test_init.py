@@ -1,4 +1,5 @@
 """``--init``: any method's backbone (and its momentum copies) starts from a run or a weights file."""
+
 import torch
 from lightning.pytorch.callbacks import Callback
 

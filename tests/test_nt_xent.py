@@ -1,4 +1,5 @@
 """NT-Xent against a hand-computed case and an independent loop implementation."""
+
 import math
 
 import torch

@@ -1,4 +1,5 @@
 """OOD metrics against scikit-learn, score functions against their formulas, generated OOD sets."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -53,11 +54,14 @@ def test_known_values():
     assert equal["auroc"] == 0.5 and equal["fpr95"] == 1.0
 
 
-@pytest.mark.parametrize("id_s, ood_s, message", [
-    ([], [1.0], "no in-distribution scores"),
-    ([1.0], [], "no out-of-distribution scores"),
-    ([1.0, float("nan")], [1.0], "NaN or infinite"),
-])
+@pytest.mark.parametrize(
+    "id_s, ood_s, message",
+    [
+        ([], [1.0], "no in-distribution scores"),
+        ([1.0], [], "no out-of-distribution scores"),
+        ([1.0, float("nan")], [1.0], "NaN or infinite"),
+    ],
+)
 def test_bad_input_is_a_clear_error(id_s, ood_s, message):
     with pytest.raises(ValueError, match=message):
         ood_metrics(torch.tensor(id_s), torch.tensor(ood_s))

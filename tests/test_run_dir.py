@@ -1,4 +1,5 @@
 """Run directories: one writer at a time, stale locks taken over, --no-resume moves the old run aside."""
+
 import json
 import os
 import socket

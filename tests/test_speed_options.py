@@ -1,5 +1,6 @@
 """Speed options change how the work is laid out, never its result: channels_last against NCHW,
 the pooled-grid CNN features against hand-computed bins, and the online monitor's logged cost."""
+
 from __future__ import annotations
 
 import copy

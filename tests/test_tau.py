@@ -1,4 +1,5 @@
 """TaU: losses against plain re-implementations, the noise-vs-signal toy, post-hoc freezing, `probcl score`."""
+
 import csv
 import json
 import math
@@ -23,6 +24,7 @@ from probcl.models.pretrained import describe_pretrained, load_pretrained_
 from probcl.tasks.pretrain import pretrain
 
 # ----------------------------------------------------------------------------- plain references
+
 
 def loop_tau_simclr(z1, z2, u1, u2, scale):
     """Algorithm 1 written plainly: anchor i of the 2N views, alpha_i = sigmoid(u_i) / scale scales its row."""
@@ -68,6 +70,7 @@ def sigmoid(x):
 
 
 # ----------------------------------------------------------------------------- losses
+
 
 @pytest.mark.parametrize("u_value,scale", [(0.0, 0.1), (1.3, 0.1), (-2.0, 0.05)])
 def test_constant_u_equals_simclr_at_the_matching_temperature(u_value, scale):
@@ -121,22 +124,38 @@ def test_saturated_sigmoid_keeps_loss_and_gradients_finite():
 
 # ----------------------------------------------------------------------------- methods
 
+
 def test_noise_inputs_get_higher_uncertainty_after_short_training(tmp_path):
     """Half the training images are uniform noise: their two views share no object, so TaU should
     learn a higher temperature for them. u starts equal for every input, so any separation is learned."""
     signal = load_dataset("digits", "train").images.numpy()[:, 0]
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "toy.npz", x=np.concatenate([signal, rng.integers(0, 256, signal.shape, dtype=np.uint8)]))
-    cfg = load_config(None, tiny_overrides(tmp_path / "toy", method="tau-simclr", **{
-        "data.dataset": f"npz:{tmp_path / 'toy.npz'}", "train.epochs": 3, "train.batch_size": 64,
-        "train.limit_train_batches": None, "train.monitor_every_n_epochs": 0, "optim.lr": 2e-3,
-        "model.proj_hidden": 16, "model.proj_out": 8}))
+    cfg = load_config(
+        None,
+        tiny_overrides(
+            tmp_path / "toy",
+            method="tau-simclr",
+            **{
+                "data.dataset": f"npz:{tmp_path / 'toy.npz'}",
+                "train.epochs": 3,
+                "train.batch_size": 64,
+                "train.limit_train_batches": None,
+                "train.monitor_every_n_epochs": 0,
+                "optim.lr": 2e-3,
+                "model.proj_hidden": 16,
+                "model.proj_out": 8,
+            },
+        ),
+    )
     test_signal = load_dataset("digits", "test").images
     test_noise = torch.from_numpy(np.random.default_rng(1).integers(0, 256, tuple(test_signal.shape), dtype=np.uint8))
     labels = np.r_[np.zeros(len(test_signal)), np.ones(len(test_noise))]
 
-    untrained = probcl.methods.METHODS.get("tau-simclr")(cfg.to_dict(), {
-        "dataset": "toy", "channels": 1, "image_size": 28, "num_classes": None, "mean": [0.5], "std": [0.5]}).eval()
+    untrained = probcl.methods.METHODS.get("tau-simclr")(
+        cfg.to_dict(),
+        {"dataset": "toy", "channels": 1, "image_size": 28, "num_classes": None, "mean": [0.5], "std": [0.5]},
+    ).eval()
     with torch.no_grad():
         assert torch.cat([untrained.uncertainty(test_signal), untrained.uncertainty(test_noise)]).unique().numel() == 1
 
@@ -168,8 +187,9 @@ def _backbone_state(run):
 def test_posthoc_leaves_every_backbone_tensor_bit_identical(tiny_config, projection):
     init = pretrain(tiny_config("simclr", run_name="init", **{"model.width": 6}))
     with pytest.warns(UserWarning, match="model.width=6"):
-        cfg = tiny_config("tau-posthoc", run_name="post", init=str(init),
-                          **{"method_args.projection": projection, "train.epochs": 2})
+        cfg = tiny_config(
+            "tau-posthoc", run_name="post", init=str(init), **{"method_args.projection": projection, "train.epochs": 2}
+        )
         post = pretrain(cfg)
     before, after = _backbone_state(init), _backbone_state(post)
     assert before.keys() == after.keys() and before  # weights and BatchNorm statistics
@@ -212,11 +232,14 @@ def test_torchvision_resnet_weights_load_without_their_classifier(tmp_path):
     for name, value in backbone.state_dict().items():
         assert torch.equal(value, reference.state_dict()[name]), name
     with pytest.raises(ConfigError, match="conv1.weight"):
-        load_pretrained_(build_backbone(ModelConfig(backbone="resnet18"), 3),
-                         describe_pretrained(str(tmp_path / "r18.pt"), "tau-posthoc"))
+        load_pretrained_(
+            build_backbone(ModelConfig(backbone="resnet18"), 3),
+            describe_pretrained(str(tmp_path / "r18.pt"), "tau-posthoc"),
+        )
 
 
 # ----------------------------------------------------------------------------- probcl score
+
 
 @pytest.fixture(scope="module")
 def tau_run(tmp_path_factory):
@@ -235,26 +258,41 @@ def test_score_folder_writes_one_row_per_readable_image(tau_run, tmp_path, capsy
     (folder / "broken.png").write_bytes(b"this is not an image")
     out = tmp_path / "scores.csv"
     assert main(["score", str(tau_run), "--dataset", f"folder:{folder}", "--out", str(out), "--k", "10"]) == 0
-    assert "skipped 1 unreadable file(s)" in capsys.readouterr().out and "broken.png" in out.with_suffix(".json").read_text()
+    assert (
+        "skipped 1 unreadable file(s)" in capsys.readouterr().out
+        and "broken.png" in out.with_suffix(".json").read_text()
+    )
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 9 and sorted(r["id"] for r in rows) == sorted(str(folder / f"img{i}.png") for i in range(9))
-    assert {"predicted_class", "probe_confidence", "embedding_norm", "uncertainty", "knn_distance", "knn_ood",
-            "uncertainty_ood"} <= set(rows[0])
+    assert {
+        "predicted_class",
+        "probe_confidence",
+        "feature_norm",
+        "uncertainty:neg_u",
+        "p:uncertainty:neg_u",
+        "uncertainty:neg_u_squared",
+        "knn10",
+        "p:knn10",
+        "combined",
+        "ood",
+        "flagged_by",
+    } <= set(rows[0])
 
-    # kNN distance and threshold against scikit-learn on the run's own training/test projections.
+    # kNN distance against scikit-learn on the run's own L2-normalized training features; TaU's uncertainty
+    # (two-sided: noise can look *more* certain than digits) enters the default combined score.
     model = probcl.load(tau_run, device="cpu")
     with torch.no_grad():
-        train = F.normalize(model.project(load_dataset("digits", "train").images), dim=1).numpy()
-        held_out = F.normalize(model.project(load_dataset("digits", "test").images), dim=1).numpy()
-        query = F.normalize(model.project(images), dim=1).numpy()
-    nn_index = NearestNeighbors(n_neighbors=10).fit(train)
-    expected = nn_index.kneighbors(query)[0].mean(1)
-    by_id = {r["id"]: float(r["knn_distance"]) for r in rows}
-    got = np.array([by_id[str(folder / f"img{i}.png")] for i in range(9)])
+        train = F.normalize(model.embed(load_dataset("digits", "train").images), dim=1).numpy()
+        query = F.normalize(model.embed(images), dim=1).numpy()
+        uncertainty = model.uncertainty(images).numpy()
+    expected = NearestNeighbors(n_neighbors=10).fit(train).kneighbors(query)[0].mean(1)
+    by_id = {r["id"]: r for r in rows}
+    got = np.array([float(by_id[str(folder / f"img{i}.png")]["knn10"]) for i in range(9)])
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
-    threshold = np.quantile(nn_index.kneighbors(held_out)[0].mean(1), 0.95)
+    got = np.array([float(by_id[str(folder / f"img{i}.png")]["uncertainty:neg_u"]) for i in range(9)])
+    np.testing.assert_allclose(got, uncertainty, rtol=1e-4, atol=1e-5)
     sidecar = json.loads(out.with_suffix(".json").read_text())
-    assert sidecar["rows"] == 9 and abs(sidecar["thresholds"]["knn_distance"] - threshold) < 1e-4
+    assert sidecar["rows"] == 9 and "uncertainty:neg_u" in sidecar["protocol"]["combined"]
 
 
 def test_score_parquet_without_pyarrow_is_a_clear_error(tau_run, tmp_path, monkeypatch, capsys):
@@ -263,3 +301,16 @@ def test_score_parquet_without_pyarrow_is_a_clear_error(tau_run, tmp_path, monke
     assert main(["score", str(tau_run), "--data", "digits", "--out", str(tmp_path / "s.parquet")]) == 2
     assert "pip install pyarrow" in capsys.readouterr().err
     assert not (tmp_path / "s.parquet").exists()
+
+
+def test_score_parquet_holds_the_same_rows_as_csv(tau_run, tmp_path):
+    import pyarrow.parquet as pq
+
+    csv_out, parquet_out = tmp_path / "s.csv", tmp_path / "s.parquet"
+    assert main(["score", str(tau_run), "--dataset", "digits", "--split", "test", "--out", str(csv_out)]) == 0
+    assert main(["score", str(tau_run), "--dataset", "digits", "--split", "test", "--out", str(parquet_out)]) == 0
+    rows = list(csv.DictReader(csv_out.open()))
+    table = pq.read_table(parquet_out).to_pydict()
+    assert list(table) == list(rows[0]) and len(table["id"]) == len(rows)
+    for column in ("combined", "uncertainty:neg_u"):
+        np.testing.assert_allclose([float(v) for v in table[column]], [float(r[column]) for r in rows], rtol=1e-6)

@@ -1,4 +1,5 @@
 """End-to-end pretraining on a small real subset: checkpoints, exact resume, divergence, load and export."""
+
 import json
 
 import pytest
@@ -88,9 +89,16 @@ def test_export_loads_into_torchvision_resnet(tiny_config, tmp_path):
 
     from probcl.tasks.export import export_backbone
 
-    cfg = tiny_config(run_name="resnet", **{"model.backbone": "resnet18", "model.cifar_stem": False,
-                                            "train.limit_train_batches": 1, "train.batch_size": 4,
-                                            "train.monitor_every_n_epochs": 0})
+    cfg = tiny_config(
+        run_name="resnet",
+        **{
+            "model.backbone": "resnet18",
+            "model.cifar_stem": False,
+            "train.limit_train_batches": 1,
+            "train.batch_size": 4,
+            "train.monitor_every_n_epochs": 0,
+        },
+    )
     root = pretrain(cfg)
     out = export_backbone(root)
     state = load_file(out)
@@ -102,9 +110,10 @@ def test_export_loads_into_torchvision_resnet(tiny_config, tmp_path):
     model = probcl.load(root)
     x = torch.randint(0, 256, (2, 1, 28, 28), dtype=torch.uint8)
     net.eval().to(memory_format=model.memory_format)  # the run trains channels_last: compare like with like
-    assert torch.allclose(net(model.normalizer(x).contiguous(memory_format=model.memory_format)), model.embed(x),
-                          atol=1e-5)
-    assert json.loads(out.with_suffix(".json").read_text())["feature_dim"] == 512
+    assert torch.allclose(
+        net(model.normalizer(x).contiguous(memory_format=model.memory_format)), model.embed(x), atol=1e-5
+    )
+    assert json.loads((out.parent / "config.json").read_text())["feature_dim"] == 512
 
 
 def test_seeded_runs_are_deterministic(tiny_config):

@@ -3,6 +3,7 @@ bank consistency under 2-process DDP (gloo), and a tiny pretraining run of every
 
 Training imports stay inside the tests that train: the DDP workers re-import this module.
 """
+
 import math
 import os
 import statistics
@@ -32,9 +33,9 @@ def _box_score(bank, queries, t):
     for b in bank:
         logits = [sum(x * y for x, y in zip(b, q)) for q in queries]  # line 9
         top = max(logits)
-        exp = [math.exp((l - top) / t) for l in logits]
+        exp = [math.exp((logit - top) / t) for logit in logits]
         weights = [e / sum(exp) for e in exp]  # line 10
-        radial = sum(w * l for w, l in zip(weights, logits)) / n  # mean(L_norm * L, dim=1)
+        radial = sum(w * logit for w, logit in zip(weights, logits)) / n  # mean(L_norm * L, dim=1)
         out.append([sum(w * q[d] for w, q in zip(weights, queries)) / n - radial * b[d] for d in range(len(b))])
     return out
 
@@ -43,9 +44,12 @@ def _box_langevin(bank, queries, t, alpha, eta, eps, noises):
     """Alg. 1 lines 8-15, B <- normalize(B + alpha/i dB + sqrt(2 alpha/i) eps Q_i)."""
     for i in range(1, eta + 1):
         score = _box_score(bank, queries, t)
-        bank = [_normalize([b[d] + alpha / i * s[d] + math.sqrt(2 * alpha / i) * eps * noises[i - 1][m][d]
-                            for d in range(len(b))])
-                for m, (b, s) in enumerate(zip(bank, score))]
+        bank = [
+            _normalize(
+                [b[d] + alpha / i * s[d] + math.sqrt(2 * alpha / i) * eps * noises[i - 1][m][d] for d in range(len(b))]
+            )
+            for m, (b, s) in enumerate(zip(bank, score))
+        ]
     return bank
 
 
@@ -55,10 +59,16 @@ def _box_svgd_linear(bank, queries, t, alpha, eta):
     for i in range(1, eta + 1):
         score = _box_score(bank, queries, t)
         gram = [[sum(x * y for x, y in zip(a, b)) for b in bank] for a in bank]
-        bank = [_normalize([bank[a][d] + alpha / i * (sum(gram[a][j] * score[j][d] for j in range(m_rows)) / m_rows
-                                                     + bank[a][d])
-                            for d in range(len(bank[a]))])
-                for a in range(m_rows)]
+        bank = [
+            _normalize(
+                [
+                    bank[a][d]
+                    + alpha / i * (sum(gram[a][j] * score[j][d] for j in range(m_rows)) / m_rows + bank[a][d])
+                    for d in range(len(bank[a]))
+                ]
+            )
+            for a in range(m_rows)
+        ]
     return bank
 
 
@@ -111,14 +121,16 @@ def test_langevin_without_noise_is_deterministic_and_matches_the_box():
 def test_svgd_linear_update_matches_algorithm_2(temperature):
     expected = _box_svgd_linear(BANK, QUERIES, temperature, 1.0, 3)
     got, _ = BankSampler("svgd", temperature, 3, 1.0, "decreasing", kernel="linear", update="literal").run(
-        _tensor(BANK), _tensor(QUERIES))
+        _tensor(BANK), _tensor(QUERIES)
+    )
     torch.testing.assert_close(got, _tensor(expected), rtol=1e-10, atol=1e-12)
 
 
 def test_svgd_rbf_update_matches_eq_9():
     expected = _box_svgd_rbf(BANK, QUERIES, 0.5, 0.3, 3)
     got, _ = BankSampler("svgd", 0.5, 3, 0.3, "decreasing", kernel="rbf", update="literal").run(
-        _tensor(BANK), _tensor(QUERIES))
+        _tensor(BANK), _tensor(QUERIES)
+    )
     torch.testing.assert_close(got, _tensor(expected), rtol=1e-10, atol=1e-12)
 
 
@@ -129,10 +141,13 @@ def test_fixed_schedule_uses_constant_step_and_noise():
     bank = BANK
     for i in range(eta):  # Appendix I setting (2): B <- normalize(B + alpha dB + eps Q)
         score = _box_score(bank, QUERIES, 1.0)
-        bank = [_normalize([b[d] + alpha * s[d] + eps * noises[i][m][d] for d in range(2)])
-                for m, (b, s) in enumerate(zip(bank, score))]
+        bank = [
+            _normalize([b[d] + alpha * s[d] + eps * noises[i][m][d] for d in range(2)])
+            for m, (b, s) in enumerate(zip(bank, score))
+        ]
     got, _ = BankSampler("langevin", 1.0, eta, alpha, "fixed", eps, update="literal").run(
-        _tensor(BANK), _tensor(QUERIES), torch.Generator().manual_seed(3))
+        _tensor(BANK), _tensor(QUERIES), torch.Generator().manual_seed(3)
+    )
     torch.testing.assert_close(got, _tensor(bank), rtol=1e-10, atol=1e-12)
 
 
@@ -145,8 +160,10 @@ def test_noiseless_langevin_ascends_the_log_sum_exp_similarity():
     def objective(b):  # mean_m log sum_n exp(b_m . q_n / t), Eq. 11's log-density
         return torch.logsumexp(b @ queries.T / t, dim=1).mean().item()
 
-    values = [objective(BankSampler("langevin", t, s, 1.0, noise_scale=0.0, update="literal").run(bank, queries)[0])
-              for s in range(11)]
+    values = [
+        objective(BankSampler("langevin", t, s, 1.0, noise_scale=0.0, update="literal").run(bank, queries)[0])
+        for s in range(11)
+    ]
     assert all(b > a for a, b in zip(values, values[1:])), values
 
 
@@ -206,24 +223,32 @@ def test_bank_is_identical_across_two_ddp_ranks_and_equals_one_process(tmp_path)
     torch.testing.assert_close(rank0, single.bank)
 
 
-@pytest.mark.parametrize("method,args", [
-    ("vem-langevin", {"base": "simclr"}),
-    ("vem-langevin", {"base": "moco"}),
-    ("vem-svgd", {"base": "simclr"}),
-    ("vem-svgd", {"base": "simclr", "kernel": "linear", "bank_update": "literal"}),
-    ("vem-image", {"base": "simclr", "particles": 8, "steps": 2}),
-    ("vem-image", {"base": "moco", "particles": 8, "steps": 2}),
-])
+@pytest.mark.parametrize(
+    "method,args",
+    [
+        ("vem-langevin", {"base": "simclr"}),
+        ("vem-langevin", {"base": "moco"}),
+        ("vem-svgd", {"base": "simclr"}),
+        ("vem-svgd", {"base": "simclr", "kernel": "linear", "bank_update": "literal"}),
+        ("vem-image", {"base": "simclr", "particles": 8, "steps": 2}),
+        ("vem-image", {"base": "moco", "particles": 8, "steps": 2}),
+    ],
+)
 def test_tiny_pretraining_writes_a_loadable_checkpoint(tiny_config, method, args):
     import probcl
     from probcl.core.runs import RunPaths, read_metrics
     from probcl.tasks.pretrain import pretrain
 
     bank_args = {} if method == "vem-image" else {"bank_size": 48}
-    cfg = tiny_config(method, run_name=f"{method}-{len(args)}-{args['base']}",
-                      **{"method_args": {**args, **bank_args},
-                         "train.limit_train_batches": 2 if method == "vem-image" else 10,  # rows every 10 steps
-                         "train.monitor_every_n_epochs": 0})
+    cfg = tiny_config(
+        method,
+        run_name=f"{method}-{len(args)}-{args['base']}",
+        **{
+            "method_args": {**args, **bank_args},
+            "train.limit_train_batches": 2 if method == "vem-image" else 10,  # rows every 10 steps
+            "train.monitor_every_n_epochs": 0,
+        },
+    )
     root = pretrain(cfg)
     assert RunPaths(root).last.exists()
     model = probcl.load(root)
@@ -240,12 +265,15 @@ def test_tiny_pretraining_writes_a_loadable_checkpoint(tiny_config, method, args
     assert model.embed(images).shape == (3, model.feature_dim)
 
 
-@pytest.mark.parametrize("args,key", [
-    ({"bank_temperature": 0.0}, "bank_temperature"),
-    ({"base": "byol"}, "base"),
-    ({"kernel": "gaussian"}, "kernel"),
-    ({"bank_size": 0}, "bank_size"),
-])
+@pytest.mark.parametrize(
+    "args,key",
+    [
+        ({"bank_temperature": 0.0}, "bank_temperature"),
+        ({"base": "byol"}, "base"),
+        ({"kernel": "gaussian"}, "kernel"),
+        ({"bank_size": 0}, "bank_size"),
+    ],
+)
 def test_invalid_hyper_parameters_name_the_key(tiny_config, args, key):
     from probcl.tasks.pretrain import pretrain
 

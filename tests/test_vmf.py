@@ -1,4 +1,5 @@
 """von Mises-Fisher distribution and log-Bessel functions against scipy (and mpmath where scipy underflows)."""
+
 from __future__ import annotations
 
 import math
@@ -146,7 +147,9 @@ def test_rsample_gradient_to_loc_matches_finite_differences():
     theta = theta0.clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(loss(theta), theta)
     h = 1e-6
-    fd = torch.stack([(loss(theta0 + h * e) - loss(theta0 - h * e)) / (2 * h) for e in torch.eye(n, dtype=theta0.dtype)])
+    fd = torch.stack(
+        [(loss(theta0 + h * e) - loss(theta0 - h * e)) / (2 * h) for e in torch.eye(n, dtype=theta0.dtype)]
+    )
     torch.testing.assert_close(grad, fd, rtol=1e-5, atol=1e-7)
     assert grad.abs().sum() > 0
 

@@ -1,4 +1,5 @@
 """probcl benchmark: train and evaluate a grid of methods x seeds, then write results.json and the reports."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,8 +11,11 @@ HELP = "pretrain + evaluate a grid (methods x seeds [x batch sizes]); writes res
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", required=True, help="benchmark YAML or preset name (e.g. fashion-mnist/benchmark)")
     p.add_argument("--out", default=None, help="output folder (default: the file's `out`)")
-    p.add_argument("--report-only", action="store_true",
-                   help="only rebuild results.json and the reports from the cells already there")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="only rebuild results.json and the reports from the cells already there",
+    )
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:

@@ -1,4 +1,6 @@
-"""probcl evaluate: run evaluation suites on a run, merge the results into eval.json, print a table."""
+"""probcl evaluate: run evaluation suites on a run, or on any encoder's weights, merge the results into eval.json,
+print a table."""
+
 from __future__ import annotations
 
 import argparse
@@ -7,33 +9,165 @@ from pathlib import Path
 from probcl.core.progress import print_table
 
 NAME = "evaluate"
-HELP = "run evaluation suites on a run; results merged into eval.json, figures drawn into RUN/plots"
+HELP = (
+    "run evaluation suites on a run (results merged into RUN/eval.json, figures into RUN/plots), or on any "
+    "encoder's weights (--weights FILE --model.backbone NAME; results into --out)"
+)
+MODEL_KEYS = {  # --model.KEY: the architecture of --weights (ModelConfig keys; default: the .json sidecar's)
+    "backbone": "architecture of --weights: cnn, resnet18, resnet50, timm:NAME or torchvision:NAME",
+    "width": "cnn: base width",
+    "pool": "cnn: pooled grid size",
+    "norm": "bn or none",
+    "act": "relu or leaky_relu",
+    "cifar_stem": "resnet18/50: 3x3 stride-1 stem, no max-pool (default true; false for torchvision ResNet weights)",
+}
+
+
+def _floats(text: str) -> list[float]:
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", help="run directory")
-    p.add_argument("--suite", default="linear,knn", help="comma-separated suite names, or 'all' (see `probcl list suites`)")
-    p.add_argument("--features", default="backbone", choices=["backbone", "projection", "pixels"],
-                   help="feature layer; 'pixels' gives the raw-pixel baseline")
-    p.add_argument("--option", action="append", default=[], metavar="SUITE.KEY=VALUE",
-                   help="suite option, e.g. --option ood.datasets=digits,mnist (repeatable; see the README's "
-                        "Evaluations table)")
-    p.add_argument("--max-train", type=int, default=None,
-                   help="seeded subset of this many training images for probes and kNN")
+    p.add_argument("run", nargs="?", help="run directory (or .ckpt); or use --weights")
+    p.add_argument(
+        "--suite", default="linear,knn", help="comma-separated suite names, or 'all' (see `probcl list suites`)"
+    )
+    p.add_argument(
+        "--features",
+        default="backbone",
+        choices=["backbone", "projection", "pixels"],
+        help="feature layer; 'pixels' gives the raw-pixel baseline",
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="SUITE.KEY=VALUE",
+        help="suite option, e.g. --option ood.datasets=digits,mnist (repeatable; see the README's Evaluations table)",
+    )
+    p.add_argument(
+        "--max-train", type=int, default=None, help="seeded subset of this many training images for probes and kNN"
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the --max-train subset and the offline probe")
     p.add_argument("--batch-size", type=int, default=512, help="images per forward pass")
     p.add_argument("--num-workers", type=int, default=0, help="image-decoding processes for folder datasets")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
+    p.add_argument(
+        "--no-report",
+        dest="report",
+        action="store_false",
+        help="skip RUN/report.md and RUN/report.html (and the t-SNE embedding map they show); "
+        "the figures of the suites run are still drawn",
+    )
+    enc = p.add_argument_group("any encoder (instead of RUN)")
+    enc.add_argument(
+        "--weights",
+        help="backbone state_dict (.safetensors, .pt, .pth, .bin): `probcl export`, "
+        "torchvision, timm or solo-learn weights",
+    )
+    for key, text in MODEL_KEYS.items():
+        enc.add_argument(f"--model.{key}", dest=f"model_{key}", default=None, metavar="VALUE", help=text)
+    enc.add_argument(
+        "--weights-prefix",
+        default=None,
+        metavar="PREFIX",
+        help="use only the tensors named PREFIX..., without it (e.g. 'backbone.')",
+    )
+    enc.add_argument("--dataset", default=None, help="evaluation dataset spec (default: fashion-mnist)")
+    enc.add_argument(
+        "--mean",
+        type=_floats,
+        default=None,
+        help="input normalisation mean per channel, e.g. "
+        "0.485,0.456,0.406 (default: the .json sidecar's, else the dataset's)",
+    )
+    enc.add_argument("--std", type=_floats, default=None, help="input normalisation std per channel")
+    enc.add_argument("--image-size", type=int, default=None, help="input size (default: the dataset's)")
+    enc.add_argument(
+        "--channels",
+        type=int,
+        default=None,
+        help="input channels (default: the sidecar's, 3 for torchvision:, else the dataset's)",
+    )
+    enc.add_argument("--out", default=None, help="folder for eval.json and plots/ (default: runs/eval-<weights name>)")
+
+
+def _settings(args: argparse.Namespace, options: dict) -> dict:
+    """The evaluation settings shared by runs and foreign encoders, as keyword arguments."""
+    return dict(
+        device=args.device,
+        batch_size=args.batch_size,
+        feature_layer=args.features,
+        max_train=args.max_train,
+        data_root=args.data_root,
+        options=options,
+        seed=args.seed,
+        num_workers=args.num_workers,
+        report=args.report,
+    )
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from probcl.errors import ConfigError
     from probcl.eval.suites import parse_suite_options
-    from probcl.tasks.evaluate import evaluate_run, format_table
 
     suites = [s.strip() for s in args.suite.split(",") if s.strip()]
-    results = evaluate_run(args.run, suites, args.device, args.batch_size, args.features, args.max_train,
-                           args.data_root, parse_suite_options(args.option), args.seed, args.num_workers)
-    print_table(f"evaluation of {args.run}", ("suite", "metric", "value"), format_table(results))
-    print(f"results merged into {Path(args.run) / 'eval.json'}")
+    options = parse_suite_options(args.option)
+    given = vars(args)
+    model = {key: given[f"model_{key}"] for key in MODEL_KEYS if given[f"model_{key}"] is not None}
+    encoder_args = {
+        "--weights": args.weights,
+        "--weights-prefix": args.weights_prefix,
+        "--dataset": args.dataset,
+        "--mean": args.mean,
+        "--std": args.std,
+        "--image-size": args.image_size,
+        "--channels": args.channels,
+        "--out": args.out,
+        **{f"--model.{k}": v for k, v in model.items()},
+    }
+    if (args.run is None) == (args.weights is None):
+        raise ConfigError(
+            "evaluate a run (probcl evaluate RUN) or an encoder's weights (--weights FILE "
+            "--model.backbone NAME), one of them"
+        )
+    if args.run is not None:
+        from probcl.tasks.evaluate import evaluate_run, format_table
+
+        stray = [flag for flag, value in encoder_args.items() if value is not None]
+        if stray:
+            raise ConfigError(
+                f"{', '.join(stray)}: only with --weights; a run is evaluated on its training data "
+                f"with its own architecture and preprocessing"
+            )
+        results = evaluate_run(args.run, suites, **_settings(args, options))
+        out = Path(args.run)
+        title = f"evaluation of {args.run}"
+    else:
+        from probcl.config import DataConfig
+        from probcl.eval.encoder import load_encoder
+        from probcl.tasks.evaluate import evaluate_encoder, format_table
+
+        encoder = load_encoder(
+            args.weights,
+            args.dataset or DataConfig().dataset,
+            model,
+            args.channels,
+            args.image_size,
+            args.mean,
+            args.std,
+            args.data_root,
+            args.weights_prefix,
+        )
+        out = Path(args.out or f"runs/eval-{encoder.name}")
+        results = evaluate_encoder(encoder, suites, out, **_settings(args, options))
+        title = f"evaluation of {args.weights} on {encoder.data_info.dataset}"
+    print_table(title, ("suite", "metric", "value"), format_table(results))
+    print(f"results merged into {out / 'eval.json'}")
+    if args.report:
+        print(f"report in {out / 'report.md'} and {out / 'report.html'}")
     return 0

@@ -1,4 +1,5 @@
 """probcl list: registered methods, datasets, evaluation suites and presets, one name a line."""
+
 from __future__ import annotations
 
 import argparse
@@ -8,8 +9,7 @@ HELP = "registered methods, datasets, evaluation suites and presets"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("group", nargs="?", choices=["methods", "datasets", "suites", "presets"],
-                   help="only this group")
+    p.add_argument("group", nargs="?", choices=["methods", "datasets", "suites", "presets"], help="only this group")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:

@@ -1,4 +1,5 @@
 """probcl pretrain: train an encoder from a YAML config plus --section.key overrides."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,15 +13,23 @@ ACCEPTS_OVERRIDES = True
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.description = ("Pretrain with a YAML config; any config key can be overridden as --section.key VALUE "
-                     "(e.g. --train.epochs 5 --method_args.temperature 0.2). "
-                     f"Short forms: {', '.join(ALIASES)}.")
+    p.description = (
+        "Pretrain with a YAML config; any config key can be overridden as --section.key VALUE "
+        "(e.g. --train.epochs 5 --method_args.temperature 0.2). "
+        f"Short forms: {', '.join(ALIASES)}."
+    )
     p.add_argument("--config", help="YAML file or preset name (see `probcl list presets`)")
     resume = p.add_mutually_exclusive_group()
-    resume.add_argument("--resume", dest="resume", action="store_true", default=None,
-                        help="require resuming from the run directory's last.ckpt")
-    resume.add_argument("--no-resume", dest="resume", action="store_false",
-                        help="start over even if a checkpoint exists")
+    resume.add_argument(
+        "--resume",
+        dest="resume",
+        action="store_true",
+        default=None,
+        help="require resuming from the run directory's last.ckpt",
+    )
+    resume.add_argument(
+        "--no-resume", dest="resume", action="store_false", help="start over even if a checkpoint exists"
+    )
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:

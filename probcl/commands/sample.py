@@ -1,4 +1,5 @@
 """probcl sample: images drawn from a run's energy model by proximal SGLD, saved as a PNG grid."""
+
 from __future__ import annotations
 
 import argparse
@@ -12,8 +13,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="PNG file (default: RUN/plots/samples.png)")
     p.add_argument("--num", type=int, default=64, help="number of samples")
     p.add_argument("--steps", type=int, default=200, help="SGLD steps")
-    p.add_argument("--init", default="noise", choices=["noise", "data"],
-                   help="start chains from uniform noise or from data views")
+    p.add_argument(
+        "--init", default="noise", choices=["noise", "data"], help="start chains from uniform noise or from data views"
+    )
     p.add_argument("--step-size", type=float, default=None, help="alpha of Eq. 21 (default: the run's)")
     p.add_argument("--clamp", type=float, default=None, help="delta of Eq. 21 (default: the run's)")
     p.add_argument("--sigma", type=float, default=None, help="noise std (default: the run's sigma_min)")
@@ -37,10 +39,25 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     NonNegative.check("--step-size", args.step_size)
     NonNegative.check("--clamp", args.clamp)
     NonNegative.check("--sigma", args.sigma)
-    path, samples = sample_run(args.run, args.out, args.dataset, args.data_root, args.checkpoint, args.device,
-                               args.ncols, num=args.num, steps=args.steps, start=args.init,
-                               step_size=args.step_size, clamp=args.clamp, sigma=args.sigma,
-                               reference_size=args.reference, seed=args.seed)
-    print(f"{len(samples.images)} samples ({args.steps} SGLD steps from {args.init}); mean energy "
-          f"{samples.initial_energies.mean():.3f} -> {samples.energies.mean():.3f}; grid written to {path}")
+    path, samples = sample_run(
+        args.run,
+        args.out,
+        args.dataset,
+        args.data_root,
+        args.checkpoint,
+        args.device,
+        args.ncols,
+        num=args.num,
+        steps=args.steps,
+        start=args.init,
+        step_size=args.step_size,
+        clamp=args.clamp,
+        sigma=args.sigma,
+        reference_size=args.reference,
+        seed=args.seed,
+    )
+    print(
+        f"{len(samples.images)} samples ({args.steps} SGLD steps from {args.init}); mean energy "
+        f"{samples.initial_energies.mean():.3f} -> {samples.energies.mean():.3f}; grid written to {path}"
+    )
     return 0

@@ -5,6 +5,7 @@ those calls with :mod:`ast` in a package's modules, so listing names costs milli
 the seconds it takes to import the deep-learning stack. ``tests/test_cli_speed.py`` checks that the
 catalog equals the imported registries.
 """
+
 from __future__ import annotations
 
 import ast
@@ -13,7 +14,7 @@ from pathlib import Path
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 CLASS_FILTER = ":classes="  # `fashion-mnist:classes=0-7`: only these classes, relabelled 0..K-1 in the given order
 # dataset specs besides the registered names: paths, and a class filter on a registered name
-SPEC_FORMS = ["folder:PATH", "npz:PATH", f"NAME{CLASS_FILTER}0-7 (or 8,9)"]
+SPEC_FORMS = ["folder:PATH[:stream=false]", "npz:PATH", f"NAME{CLASS_FILTER}0-7 (or 8,9)"]
 
 
 def registered_names(registry: str, package: str) -> list[str]:
@@ -21,9 +22,16 @@ def registered_names(registry: str, package: str) -> list[str]:
     names: set[str] = set()
     for path in sorted((PACKAGE_ROOT / package).glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register"
-                    and isinstance(node.func.value, ast.Name) and node.func.value.id == registry
-                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "register"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == registry
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 names.add(node.args[0].value)
     return sorted(names)
 

@@ -1,4 +1,5 @@
 """Import every module of a package, so that their registration decorators run."""
+
 from __future__ import annotations
 
 import importlib

@@ -1,4 +1,5 @@
 """Helpers for multi-process training: rank/world queries and all-gather with gradient."""
+
 from __future__ import annotations
 
 import torch

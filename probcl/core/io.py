@@ -1,4 +1,5 @@
 """Atomic file writes: write to a temporary file in the same folder, then rename over the target."""
+
 from __future__ import annotations
 
 import json
@@ -37,9 +38,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], object]) 
 
 def write_error(path: Path, error: OSError) -> RunError:
     """The one-line error for a failed write (disk full, read-only folder, ...)."""
-    return RunError(f"cannot write {path}: {error.strerror or error}. Nothing was lost: the previous {path.name} "
-                    f"(if any) is intact; free disk space or fix permissions and run the command again "
-                    f"(pretraining resumes from its last checkpoint)")
+    return RunError(
+        f"cannot write {path}: {error.strerror or error}. Nothing was lost: the previous {path.name} "
+        f"(if any) is intact; free disk space or fix permissions and run the command again "
+        f"(pretraining resumes from its last checkpoint)"
+    )
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -1,4 +1,5 @@
 """``metrics.jsonl``: one JSON row per logged metrics dict, kept free of duplicates across resumes."""
+
 from __future__ import annotations
 
 import csv

@@ -1,4 +1,5 @@
 """YAML presets shipped with the package (``probcl/presets/<dataset>/<method>.yaml``), found by name."""
+
 from __future__ import annotations
 
 from pathlib import Path

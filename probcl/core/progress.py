@@ -1,4 +1,5 @@
 """A quiet-when-piped progress bar for long loops outside Lightning (rich)."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Name -> object registries, so that methods, datasets and evaluation suites are chosen by name."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
@@ -37,9 +38,7 @@ class Registry(Generic[T]):
 
     def get(self, name: str) -> T:
         if name not in self._items:
-            raise UnknownNameError(
-                f"unknown {self.kind} {name!r}; valid choices: {', '.join(sorted(self._items))}"
-            )
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; valid choices: {', '.join(sorted(self._items))}")
         return self._items[name]
 
     def names(self) -> list[str]:

@@ -11,6 +11,7 @@ function of the checkpoint, not of the process history:
   rank)`` before each batch (:class:`ExactResume`), so views, Langevin noise and replay-buffer
   draws do not depend on what consumed randomness earlier (the online monitor, a resume).
 """
+
 from __future__ import annotations
 
 import random
@@ -65,7 +66,7 @@ class ResumableSampler(Sampler[int]):
     def _share(self) -> torch.Tensor:
         order = torch.randperm(self.size, generator=torch.Generator().manual_seed(self.seed * 100_003 + self.epoch))
         world = world_size()
-        return order[: self.size - self.size % world][rank()::world]
+        return order[: self.size - self.size % world][rank() :: world]
 
     def __len__(self) -> int:
         return self.size // world_size()
@@ -115,8 +116,9 @@ class ExactResume(Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.metrics.forget_from(trainer.global_step)  # rows of the batches about to be replayed
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
-                             batch_idx: int) -> None:
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
         self.loader.consumed(batch_idx + 1)
         seed_all(step_seed(self.seed, trainer.global_step, trainer.global_rank))
 
@@ -171,6 +173,8 @@ class GracefulStop(Callback):
 
     def stopped(self, step: int) -> RunError:
         """The error to raise after the stop: where the state is and how to go on."""
-        return RunError(f"stopped by {self.received} after step {step}; the run's state is saved in "
-                        f"{self.checkpoint}. Run the same `probcl pretrain` command again to resume from it "
-                        f"(SLURM: `#SBATCH --signal=SIGTERM@90` and requeue the job).")
+        return RunError(
+            f"stopped by {self.received} after step {step}; the run's state is saved in "
+            f"{self.checkpoint}. Run the same `probcl pretrain` command again to resume from it "
+            f"(SLURM: `#SBATCH --signal=SIGTERM@90` and requeue the job)."
+        )

@@ -1,4 +1,5 @@
 """Run directories: their layout, loading a trained model back, and the device choice."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,15 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from probcl.errors import ConfigError, RunError
+
+if TYPE_CHECKING:
+    from probcl.eval.encoder import ForeignEncoder
+    from probcl.methods.base import SSLMethod
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,15 @@ def resolve_device(name: str | None = "auto") -> torch.device:
 
 def find_checkpoint(run: str | Path, which: str = "last") -> Path:
     """The checkpoint file of a run directory (``last`` or ``best``), or ``run`` itself if it is a file."""
+    from probcl.models.pretrained import exported_weights
+
     run = Path(run)
+    weights = exported_weights(run) if run.exists() else None
+    if weights is not None:
+        raise RunError(
+            f"{run} is an exported backbone, not a run: `probcl.load({str(run)!r})` gives its encoder "
+            f"and `probcl evaluate --weights {weights}` evaluates it"
+        )
     if run.is_file():
         return run
     if not run.is_dir():
@@ -79,13 +93,67 @@ def find_checkpoint(run: str | Path, which: str = "last") -> Path:
     return ckpt
 
 
-def load(run: str | Path, checkpoint: str = "last", device: str | None = "auto"):
-    """Load the trained model of a run directory (or a .ckpt file), in eval mode.
+def load(path: str | Path, checkpoint: str = "last", device: str | None = "auto") -> SSLMethod | ForeignEncoder:
+    """A trained model for inference, in eval mode on ``device`` (``auto``: CUDA when present).
 
-    Returns the method's LightningModule: ``embed(images)`` gives backbone features,
-    ``project(images)`` projection-head outputs and, where the method defines one,
-    ``uncertainty(images)`` a per-image score (higher = more uncertain).
+    ``path`` is a run directory or ``.ckpt`` file: the method, with ``embed(images)`` (backbone
+    features), ``project(images)`` (projection-head output) and, where the method has one,
+    ``uncertainty(images)`` (higher = more uncertain); or a `probcl export` folder, its ``config.json``
+    or its ``model.safetensors``: the backbone with its recorded preprocessing, with ``embed(images)``.
+    ``images``: uint8 or [0, 1] float tensors, PIL images, image files, or lists of them; every call
+    runs without autograd, ``batch_size`` images at a time (:mod:`probcl.models.inference`).
     """
+    from probcl.models.pretrained import exported_weights
+
+    path = Path(path)
+    if not path.exists():
+        raise RunError(
+            f"{path} does not exist; probcl.load takes a run directory, a .ckpt file, or a "
+            f"`probcl export` folder (or its config.json / model.safetensors)"
+        )
+    if path.suffix == ".onnx":
+        raise RunError(
+            f"{path} is an ONNX graph: run it with onnxruntime; probcl.load takes the export folder "
+            f"around it ({path.parent})"
+        )
+    weights = exported_weights(path)
+    return load_run(path, checkpoint, device) if weights is None else load_export(weights, device)
+
+
+def load_export(weights: Path, device: str | None = "auto") -> ForeignEncoder:
+    """The backbone of a `probcl export` weights file with the preprocessing its config.json records."""
+    from probcl.eval.encoder import ForeignEncoder
+    from probcl.methods.base import DataInfo
+    from probcl.models.pretrained import EXPORT_CONFIG, describe_pretrained, pretrained_backbone
+
+    source = describe_pretrained(str(weights), "load")
+    if source.mean is None or source.std is None or source.image_size is None:
+        raise RunError(
+            f"{weights}: no {EXPORT_CONFIG} with the input it takes (in_channels, image_size, "
+            f"normalization) next to it; keep the {EXPORT_CONFIG} that `probcl export` writes, or "
+            f"export the run again"
+        )
+    backbone = pretrained_backbone(source)
+    recorded = source.recorded
+    info = DataInfo(
+        str(recorded.get("dataset", "unknown")),
+        int(source.channels or 0),
+        int(source.image_size),
+        recorded.get("num_classes"),
+        list(source.mean),
+        list(source.std),
+    )
+    encoder = ForeignEncoder(
+        backbone,
+        info,
+        str(recorded.get("method", weights.stem)),
+        {"weights": str(weights), "backbone": (source.model or {}).get("backbone")},
+    )
+    return encoder.to(resolve_device(device)).eval()
+
+
+def load_run(run: str | Path, checkpoint: str = "last", device: str | None = "auto") -> SSLMethod:
+    """The trained method of a run directory (or a .ckpt file), in eval mode on ``device``."""
     from probcl.methods import METHODS
 
     ckpt_path = find_checkpoint(run, checkpoint)
@@ -101,18 +169,24 @@ def load(run: str | Path, checkpoint: str = "last", device: str | None = "auto")
     try:
         model = cls(**{**hparams, "config": {**hparams["config"], "init": None}})
     except ConfigError as e:
-        raise RunError(f"{ckpt_path} was written by an incompatible probcl version or config ({e}); "
-                       f"retrain it with this version, or load it with the version that wrote it") from None
+        raise RunError(
+            f"{ckpt_path} was written by an incompatible probcl version or config ({e}); "
+            f"retrain it with this version, or load it with the version that wrote it"
+        ) from None
     own, saved = set(model.state_dict()), set(meta["state_dict"])
     try:
         if own != saved:
-            raise RuntimeError(f"{len(own - saved)} missing keys (e.g. {', '.join(sorted(own - saved)[:3])}), "
-                               f"{len(saved - own)} unexpected")
+            raise RuntimeError(
+                f"{len(own - saved)} missing keys (e.g. {', '.join(sorted(own - saved)[:3])}), "
+                f"{len(saved - own)} unexpected"
+            )
         model.load_state_dict(meta["state_dict"])
     except RuntimeError as e:
-        raise RunError(f"{ckpt_path}: its weights do not match method {hparams['config']['method']!r} "
-                       f"({str(e).splitlines()[0]}); the checkpoint is damaged or from an incompatible probcl "
-                       f"version") from None
+        raise RunError(
+            f"{ckpt_path}: its weights do not match method {hparams['config']['method']!r} "
+            f"({str(e).splitlines()[0]}); the checkpoint is damaged or from an incompatible probcl "
+            f"version"
+        ) from None
     model.checkpoint_meta = {"path": str(ckpt_path), "epoch": meta.get("epoch"), "global_step": meta.get("global_step")}
     return model.to(resolve_device(device)).eval()
 
@@ -133,12 +207,24 @@ def epoch_curve(run: str | Path, key: str = "monitor/knn_top1") -> list[tuple[in
     return sorted(curve.items())
 
 
-
 def move_aside(paths: RunPaths) -> Path | None:
     """Move a previous run's outputs into ``RUN/previous-<timestamp>/``; returns that folder (None if nothing)."""
-    outputs = [p for p in (paths.config, paths.checkpoints, paths.metrics, paths.metrics.with_suffix(".csv"),
-                           paths.eval, paths.report, paths.report.with_suffix(".html"), paths.plots,
-                           paths.root / "tensorboard", paths.root / "mlruns") if p.exists()]
+    outputs = [
+        p
+        for p in (
+            paths.config,
+            paths.checkpoints,
+            paths.metrics,
+            paths.metrics.with_suffix(".csv"),
+            paths.eval,
+            paths.report,
+            paths.report.with_suffix(".html"),
+            paths.plots,
+            paths.root / "tensorboard",
+            paths.root / "mlruns",
+        )
+        if p.exists()
+    ]
     if not outputs:
         return None
     target = paths.root / f"previous-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -177,8 +263,10 @@ class RunLock:
                 self._take_over_if_stale()
                 continue
             except OSError as e:
-                raise RunError(f"cannot write in run directory {self.root} ({e.strerror}); "
-                               f"make it writable or choose another --run-dir") from None
+                raise RunError(
+                    f"cannot write in run directory {self.root} ({e.strerror}); "
+                    f"make it writable or choose another --run-dir"
+                ) from None
             with os.fdopen(fd, "w") as fh:
                 json.dump(owner, fh)
             self.held = True

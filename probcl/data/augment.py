@@ -4,6 +4,7 @@
 views. Each preset follows one paper's recipe; every sample in a batch draws its own
 crop, flip, jitter, ... parameters. ``Normalizer`` is the evaluation transform.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -6,6 +6,7 @@ CIFAR-10-C code; blur and elastic sizes grow with the image side above 32 pixels
 draws depend on the seed and the corruption, not on the severity, so that the five severities
 of one image differ only in strength.
 """
+
 from __future__ import annotations
 
 import io
@@ -59,7 +60,7 @@ def _per_channel_conv(x: torch.Tensor, kernels: torch.Tensor) -> torch.Tensor:
 
 def _gaussian_kernel_1d(sigma: float, radius: int) -> torch.Tensor:
     t = torch.arange(-radius, radius + 1, dtype=torch.float64)
-    g = torch.exp(-t ** 2 / (2 * sigma ** 2))
+    g = torch.exp(-(t**2) / (2 * sigma**2))
     return g / g.sum()
 
 
@@ -69,6 +70,7 @@ def _gaussian_kernel_2d(sigma: float, radius: int) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- noise
+
 
 @CORRUPTIONS.register("gaussian_noise")
 def gaussian_noise(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Tensor:
@@ -94,6 +96,7 @@ def impulse_noise(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.
 
 # ----------------------------------------------------------------------------- blur
 
+
 @CORRUPTIONS.register("defocus_blur")
 def defocus_blur(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Tensor:
     """Convolution with an aliased disk of radius r smoothed by a 3x3 Gaussian of std ``alias``."""
@@ -101,7 +104,7 @@ def defocus_blur(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.T
     radius *= _scale(x)
     half = math.ceil(radius) + 1
     t = torch.arange(-half, half + 1, dtype=torch.float64)
-    disk = ((t[:, None] ** 2 + t[None, :] ** 2) <= radius ** 2).double()
+    disk = ((t[:, None] ** 2 + t[None, :] ** 2) <= radius**2).double()
     kernel = F.conv2d(F.pad(disk[None, None], (1, 1, 1, 1)), _gaussian_kernel_2d(alias, 1)[None, None])[0, 0]
     return _per_channel_conv(x, kernel / kernel.sum())
 
@@ -113,7 +116,7 @@ def motion_blur(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Te
     radius, sigma = round(radius * _scale(x)), sigma * _scale(x)
     angles = (torch.rand(len(x), generator=generator, dtype=torch.float64) - 0.5) * (math.pi / 2)
     taps = torch.arange(radius + 1, dtype=torch.float64)
-    weights = torch.exp(-taps ** 2 / (2 * sigma ** 2))
+    weights = torch.exp(-(taps**2) / (2 * sigma**2))
     size = 2 * radius + 1
     kernels = torch.zeros(len(x), size * size, dtype=torch.float64)
     for i, angle in enumerate(angles.tolist()):  # bilinear splat of each tap into the kernel grid
@@ -129,6 +132,7 @@ def motion_blur(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Te
 
 
 # ----------------------------------------------------------------------------- photometric
+
 
 @CORRUPTIONS.register("contrast")
 def contrast(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Tensor:
@@ -149,6 +153,7 @@ def brightness(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Ten
 
 # ----------------------------------------------------------------------------- geometric / digital
 
+
 @CORRUPTIONS.register("pixelate")
 def pixelate(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Tensor:
     """Box-downsample to a fraction c of the side and box-upsample back (Pillow)."""
@@ -157,7 +162,9 @@ def pixelate(x: torch.Tensor, s: int, generator: torch.Generator) -> torch.Tenso
     c = [0.95, 0.9, 0.85, 0.75, 0.65][s]
     side = x.shape[-1]
     small = (max(1, int(side * c)),) * 2
-    return _map_pil(x, lambda image: image.resize(small, Image.Resampling.BOX).resize((side, side), Image.Resampling.BOX))
+    return _map_pil(
+        x, lambda image: image.resize(small, Image.Resampling.BOX).resize((side, side), Image.Resampling.BOX)
+    )
 
 
 @CORRUPTIONS.register("elastic")

@@ -18,6 +18,7 @@ Derived from the data (the content is there, its appearance is not):
 Near OOD needs no generator: hold classes out with a class filter (train on
 ``fashion-mnist:classes=0-7``, the OOD set is ``fashion-mnist:classes=8,9``).
 """
+
 from __future__ import annotations
 
 import math
@@ -62,12 +63,16 @@ def _blurred(images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     sigma = 0.1 * images.shape[-1]
     radius = min(math.ceil(3 * sigma), images.shape[-1] - 1)
     t = torch.arange(-radius, radius + 1, dtype=torch.float32)
-    kernel = torch.exp(-t ** 2 / (2 * sigma ** 2))
+    kernel = torch.exp(-(t**2) / (2 * sigma**2))
     kernel = kernel / kernel.sum()
     c = images.shape[1]
     x = images.float()
-    x = F.conv2d(F.pad(x, (radius, radius, 0, 0), mode="replicate"), kernel.view(1, 1, 1, -1).repeat(c, 1, 1, 1), groups=c)
-    x = F.conv2d(F.pad(x, (0, 0, radius, radius), mode="replicate"), kernel.view(1, 1, -1, 1).repeat(c, 1, 1, 1), groups=c)
+    x = F.conv2d(
+        F.pad(x, (radius, radius, 0, 0), mode="replicate"), kernel.view(1, 1, 1, -1).repeat(c, 1, 1, 1), groups=c
+    )
+    x = F.conv2d(
+        F.pad(x, (0, 0, radius, radius), mode="replicate"), kernel.view(1, 1, -1, 1).repeat(c, 1, 1, 1), groups=c
+    )
     return x.round().clamp(0, 255).to(torch.uint8)
 
 
@@ -78,8 +83,13 @@ def _low_contrast(images: torch.Tensor, g: torch.Generator) -> torch.Tensor:
 
 
 GENERATORS: dict[str, Generator] = {
-    "noise:gaussian": _gaussian_noise, "noise:uniform": _uniform_noise, "blank": _blank,
-    "colour-blocks": _colour_blocks, "inverted": _inverted, "blurred": _blurred, "low-contrast": _low_contrast,
+    "noise:gaussian": _gaussian_noise,
+    "noise:uniform": _uniform_noise,
+    "blank": _blank,
+    "colour-blocks": _colour_blocks,
+    "inverted": _inverted,
+    "blurred": _blurred,
+    "low-contrast": _low_contrast,
 }
 GENERATED = tuple(GENERATORS)
 FAR_OOD = ("noise:gaussian", "noise:uniform", "blank", "colour-blocks")

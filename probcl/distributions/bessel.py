@@ -31,6 +31,7 @@ to 1e5, so we compute it in log space with three classical tools:
 Everything is evaluated in float64 and cast back to the input's dtype, so float32 inputs
 get float64-accurate (finite) results; gradients with respect to x flow through.
 """
+
 from __future__ import annotations
 
 import math

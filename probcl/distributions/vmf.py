@@ -10,6 +10,7 @@ The log-normaliser and the mean resultant length A_n(kappa) = I_{n/2}(kappa) /
 I_{n/2-1}(kappa) come from :mod:`probcl.distributions.bessel` (float64-accurate for any
 n and kappa > 0, in float32 and float64).
 """
+
 from __future__ import annotations
 
 import functools
@@ -64,13 +65,17 @@ class VonMisesFisher(Distribution):
     support = unit_sphere
     has_rsample = True
 
-    def __init__(self, loc: torch.Tensor, concentration: torch.Tensor | float,
-                 validate_args: bool | None = None) -> None:
+    def __init__(
+        self, loc: torch.Tensor, concentration: torch.Tensor | float, validate_args: bool | None = None
+    ) -> None:
         if loc.dim() < 1 or loc.shape[-1] < 2:
             raise ValueError(f"loc must have shape (..., n) with n >= 2, got {tuple(loc.shape)}")
         # a constant (Python number) kappa, as in CEB, gets its normaliser from a cache: no per-step Bessel work
-        self._constants = vmf_constants(loc.shape[-1], float(concentration)) \
-            if isinstance(concentration, (int, float)) and concentration > 0 else None
+        self._constants = (
+            vmf_constants(loc.shape[-1], float(concentration))
+            if isinstance(concentration, (int, float)) and concentration > 0
+            else None
+        )
         concentration = torch.as_tensor(concentration, dtype=loc.dtype, device=loc.device)
         batch_shape = torch.broadcast_shapes(loc.shape[:-1], concentration.shape)
         self.loc = loc.expand(*batch_shape, loc.shape[-1])
@@ -80,8 +85,9 @@ class VonMisesFisher(Distribution):
 
     def expand(self, batch_shape, _instance=None) -> VonMisesFisher:
         batch_shape = torch.Size(batch_shape)
-        new = VonMisesFisher(self.loc.expand(*batch_shape, self.dim), self.concentration.expand(batch_shape),
-                             validate_args=False)
+        new = VonMisesFisher(
+            self.loc.expand(*batch_shape, self.dim), self.concentration.expand(batch_shape), validate_args=False
+        )
         new._constants = self._constants
         return new
 
@@ -119,8 +125,8 @@ class VonMisesFisher(Distribution):
         return -self.log_normalizer - self.concentration * self.mean_resultant_length
 
     # ----------------------------------------------------------------- sampling
-    def rsample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = torch.Size()) -> torch.Tensor:
-        shape = self._extended_shape(sample_shape)
+    def rsample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = ()) -> torch.Tensor:
+        shape = self._extended_shape(torch.Size(sample_shape))
         kappa = self.concentration.detach().double().expand(shape[:-1])
         w, one_minus_w = _wood_sample(kappa, self.dim)
         tangent = torch.randn(*shape[:-1], self.dim - 1, dtype=torch.float64, device=kappa.device)
@@ -180,5 +186,4 @@ def kl_vmf_vmf(p: VonMisesFisher, q: VonMisesFisher) -> torch.Tensor:
     if p.dim != q.dim:
         raise ValueError(f"KL between vMFs on spheres of different dimension ({p.dim} vs {q.dim})")
     cos = (p.loc * q.loc).sum(-1)
-    return (p.log_normalizer - q.log_normalizer
-            + p.mean_resultant_length * (p.concentration - q.concentration * cos))
+    return p.log_normalizer - q.log_normalizer + p.mean_resultant_length * (p.concentration - q.concentration * cos)

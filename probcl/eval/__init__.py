@@ -2,6 +2,7 @@
 
 Every module of this package is imported so that the suites it registers are known.
 """
+
 import sys
 
 from probcl.core.discovery import import_submodules

@@ -4,6 +4,7 @@ reliability bins (drawn by ``probcl.report``), and temperature scaling (Guo et a
 Confidences are binned into M equal-width bins [0, 1/M), ..., [(M-1)/M, 1]; a confidence of
 exactly 0 falls in the first bin and exactly 1 in the last.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,7 +40,9 @@ def reliability_bins(confidence: torch.Tensor, correct: torch.Tensor, n_bins: in
 def calibration_errors(bins: dict[str, list]) -> tuple[float, float]:
     """(ECE, MCE): sum_m |B_m|/n |acc - conf| (eq. 18) and max over non-empty bins of |acc - conf| (eq. 19)."""
     count = torch.tensor(bins["count"], dtype=torch.float64)
-    gap = (torch.tensor(bins["accuracy"], dtype=torch.float64) - torch.tensor(bins["confidence"], dtype=torch.float64)).abs()
+    gap = (
+        torch.tensor(bins["accuracy"], dtype=torch.float64) - torch.tensor(bins["confidence"], dtype=torch.float64)
+    ).abs()
     if count.sum() == 0:
         raise ConfigError("calibration errors need at least one prediction")
     return float((count / count.sum() * gap).sum()), float(gap[count > 0].max())
@@ -58,8 +61,14 @@ def calibration_metrics(logits: torch.Tensor, labels: torch.Tensor, n_bins: int 
     confidence, predicted = probs.max(1)
     bins = reliability_bins(confidence, predicted == labels, n_bins)
     ece, mce = calibration_errors(bins)
-    return {"top1": 100.0 * float((predicted == labels).double().mean()), "ece": ece, "mce": mce,
-            "brier": brier_score(probs, labels), "nll": float(F.cross_entropy(logits, labels)), "bins": bins}
+    return {
+        "top1": 100.0 * float((predicted == labels).double().mean()),
+        "ece": ece,
+        "mce": mce,
+        "brier": brier_score(probs, labels),
+        "nll": float(F.cross_entropy(logits, labels)),
+        "bins": bins,
+    }
 
 
 def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, bounds: tuple[float, float] = (0.01, 100.0)) -> float:
@@ -71,8 +80,9 @@ def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, bounds: tuple[fl
     def nll(log_t: float) -> float:
         return float(F.cross_entropy(logits / math.exp(log_t), labels))
 
-    result = minimize_scalar(nll, bounds=(math.log(bounds[0]), math.log(bounds[1])), method="bounded",
-                             options={"xatol": 1e-6})
+    result = minimize_scalar(
+        nll, bounds=(math.log(bounds[0]), math.log(bounds[1])), method="bounded", options={"xatol": 1e-6}
+    )
     return math.exp(result.x)
 
 
@@ -93,12 +103,15 @@ def calibration_suite(ctx: ModelOnData, options: CalibrationOptions) -> dict:
     logits = probe.logits(test_f)
     result = calibration_metrics(logits, test_y, options.bins)
     if options.temperature_scaling:
-        result["temperature_scaling"] = _temperature_scaling(logits, test_y, options.bins, options.holdout,
-                                                             options.seed)
+        result["temperature_scaling"] = _temperature_scaling(
+            logits, test_y, options.bins, options.holdout, options.seed
+        )
     result["protocol"] = ctx.protocol(
         bins=f"{options.bins} equal-width bins, confidence 0 -> first bin, 1 -> last bin",
-        confidence="max softmax of the probe", brier="mean_i sum_c (p_ic - y_ic)^2",
-        probe="offline linear probe of the `linear` suite")
+        confidence="max softmax of the probe",
+        brier="mean_i sum_c (p_ic - y_ic)^2",
+        probe="offline linear probe of the `linear` suite",
+    )
     return result
 
 
@@ -114,6 +127,10 @@ def _temperature_scaling(logits: torch.Tensor, labels: torch.Tensor, bins: int, 
     before = calibration_metrics(logits[rest], labels[rest], bins)
     after = calibration_metrics(logits[rest] / temperature, labels[rest], bins)
     keep = ("ece", "mce", "brier", "nll")
-    return {"temperature": temperature, "before": {k: before[k] for k in keep}, "after": {k: after[k] for k in keep},
-            "protocol": f"T fitted (min NLL) on a seeded {holdout:.0%} of the test set (seed {seed}), "
-                        f"before/after measured on the other {len(rest)} images"}
+    return {
+        "temperature": temperature,
+        "before": {k: before[k] for k in keep},
+        "after": {k: after[k] for k in keep},
+        "protocol": f"T fitted (min NLL) on a seeded {holdout:.0%} of the test set (seed {seed}), "
+        f"before/after measured on the other {len(rest)} images",
+    }

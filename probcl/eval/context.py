@@ -1,10 +1,12 @@
 """One trained model on data: the layer that the evaluation suites and ``probcl score`` share.
 
-:class:`ModelOnData` loads a run's model once, conforms datasets to its input (channels,
+:class:`ModelOnData` loads a run's model once (or takes a :class:`~probcl.eval.encoder.ForeignEncoder`:
+any encoder with its preprocessing, no run directory), conforms datasets to its input (channels,
 size; the training split capped to a seeded ``max_train`` subset), runs batches through the
 model's public API (``embed``, ``project`` and, for :class:`HasUncertainty` methods,
 ``uncertainty``) and caches features and the offline linear probe for reuse.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -19,12 +21,13 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from probcl.core.progress import progress
-from probcl.core.runs import RunPaths, load, resolve_device
+from probcl.core.runs import RunPaths, load_run, resolve_device
 from probcl.data.datasets import ImageSource, Split, collate_skip_corrupt, load_dataset
 from probcl.errors import ConfigError, DatasetError
+from probcl.eval.encoder import ForeignEncoder
 from probcl.eval.features import extract, pixel_features
 from probcl.eval.linear import LinearProbe, linear_probe
-from probcl.methods.base import SSLMethod
+from probcl.methods.base import DataInfo, SSLMethod
 from probcl.methods.capabilities import HasUncertainty
 
 FEATURE_LAYERS = ("backbone", "projection", "pixels")
@@ -32,9 +35,13 @@ FEATURE_LAYERS = ("backbone", "projection", "pixels")
 
 @dataclass
 class ModelOnData:
-    """A run's model, the data conformed to it, batched outputs and cached features."""
+    """A run's model (or a foreign encoder), the data conformed to it, batched outputs and cached features.
 
-    run_dir: Path
+    Exactly one of ``run_dir`` and ``foreign`` is given; with ``foreign``, the data is the encoder's
+    evaluation dataset and only embeddings exist (:attr:`model`, a run's method, is then an error).
+    """
+
+    run_dir: Path | None
     device: str = "auto"
     batch_size: int = 512
     feature_layer: str = "backbone"
@@ -42,12 +49,14 @@ class ModelOnData:
     data_root: str | None = None
     seed: int = 0  # seed of the max_train subset and of the offline probe
     num_workers: int = 0  # image-decoding processes for folder datasets
+    foreign: ForeignEncoder | None = None  # an encoder evaluated instead of a run's model
     _cache: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.run_dir = Path(self.run_dir)
-        if self.feature_layer not in FEATURE_LAYERS:
-            raise ConfigError(f"unknown feature layer {self.feature_layer!r}; valid: {', '.join(FEATURE_LAYERS)}")
+        if (self.run_dir is None) == (self.foreign is None):
+            raise ConfigError("ModelOnData takes a run directory or a foreign encoder (one of them)")
+        self.run_dir = None if self.run_dir is None else Path(self.run_dir)
+        self.check_layer(self.feature_layer)
         if self.batch_size < 1:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
         if self.max_train is not None and self.max_train < 1:
@@ -55,14 +64,47 @@ class ModelOnData:
 
     def for_run(self, run_dir: str | Path) -> ModelOnData:
         """The same settings on another run (ensemble members, reference runs), with its own cache."""
-        return dataclasses.replace(self, run_dir=Path(run_dir))
+        return dataclasses.replace(self, run_dir=Path(run_dir), foreign=None)
 
     @cached_property
     def model(self) -> SSLMethod:
-        return load(self.run_dir, device=self.device)
+        """The run's method; a foreign encoder has none (one ConfigError)."""
+        if self.run_dir is None:
+            raise ConfigError(
+                f"encoder {self.name} is not a probcl run: it has embeddings only (no projection "
+                f"head, training curves, augmentations or method capabilities)"
+            )
+        return load_run(self.run_dir, device=self.device)
+
+    @cached_property
+    def encoder(self) -> SSLMethod | ForeignEncoder:
+        """What embeds images: the run's method, or the foreign encoder (moved to the device, in eval mode,
+        its input checked)."""
+        if self.foreign is None:
+            return self.model
+        encoder = self.foreign.to(self.torch_device).eval()
+        encoder.check_input()
+        return encoder
+
+    @property
+    def info(self) -> DataInfo:
+        """The model's input: training dataset (or evaluation dataset), channels, size, classes, normalisation."""
+        return self.encoder.data_info
+
+    @property
+    def name(self) -> str:
+        """The run directory, or the foreign encoder's name."""
+        return str(self.run_dir) if self.foreign is None else self.foreign.name
+
+    @property
+    def checkpoint_meta(self) -> Any:
+        """What was evaluated: the run's checkpoint (path, epoch, step), or the foreign encoder's source."""
+        return self.model.checkpoint_meta if self.foreign is None else self.foreign.source
 
     @cached_property
     def paths(self) -> RunPaths:
+        if self.run_dir is None:
+            raise ConfigError(f"encoder {self.name} has no run directory")
         return RunPaths(self.run_dir)
 
     @property
@@ -71,56 +113,83 @@ class ModelOnData:
 
     @property
     def method(self) -> str:
-        return self.model.cfg.method
+        """The run's method name, or the foreign encoder's name."""
+        return self.model.cfg.method if self.foreign is None else self.foreign.name
 
     # ----------------------------------------------------------------- data
-    def dataset(self, spec: str | None = None, split: Split = "test", skip_corrupt: bool = False,
-                cap_train: bool = True) -> ImageSource:
+    def dataset(
+        self, spec: str | None = None, split: Split = "test", skip_corrupt: bool = False, cap_train: bool = True
+    ) -> ImageSource:
         """``spec`` (default: the training dataset) conformed to the model's input; a train split is the
         seeded ``max_train`` subset unless ``cap_train`` is off. ``skip_corrupt``: unreadable files yield
         None (see :meth:`batches`)."""
-        info, cfg = self.model.data_info, self.model.cfg.data
-        data = load_dataset(spec or cfg.dataset, split, self.data_root or cfg.root, cfg.download, info.image_size,
-                            info.channels, skip_corrupt=skip_corrupt)
+        info = self.info
+        root, download = (
+            (self.data_root, False)
+            if self.foreign is not None
+            else (self.data_root or self.model.cfg.data.root, self.model.cfg.data.download)
+        )
+        data = load_dataset(
+            spec or info.dataset, split, root, download, info.image_size, info.channels, skip_corrupt=skip_corrupt
+        )
         if split == "train" and cap_train:
             data = data.seeded_subset(self.max_train, self.seed)
         return data
 
     @cached_property
     def num_classes(self) -> int:
-        classes = self.model.data_info.num_classes
+        classes = self.info.num_classes
         if not classes:
-            raise DatasetError(f"{self.run_dir} was trained on unlabeled data: label-based suites need labels")
+            raise DatasetError(f"{self.name}: {self.info.dataset} is unlabeled; label-based suites need labels")
         return classes
 
-    def batches(self, data: ImageSource, description: str
-                ) -> Iterator[tuple[torch.Tensor | None, Any, Any, torch.Tensor]]:
+    def batches(
+        self, data: ImageSource, description: str
+    ) -> Iterator[tuple[torch.Tensor | None, Any, Any, torch.Tensor]]:
         """(uint8 images, labels, indices, skipped indices) per batch; unreadable images are skipped."""
-        loader = DataLoader(data, batch_size=self.batch_size, shuffle=False, num_workers=self.num_workers,
-                            collate_fn=collate_skip_corrupt)
+        loader = DataLoader(
+            data,
+            batch_size=self.batch_size,
+            shuffle=False,
+            num_workers=self.num_workers,
+            collate_fn=collate_skip_corrupt,
+        )
         yield from progress(loader, description)
 
     # ----------------------------------------------------------------- model outputs
     def embed_fn(self, layer: str | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
-        """uint8 images -> features of ``layer`` (default: the context's feature layer)."""
-        layer = layer or self.feature_layer
-        if layer not in FEATURE_LAYERS:
-            raise ConfigError(f"unknown feature layer {layer!r}; valid: {', '.join(FEATURE_LAYERS)}")
-        return {"backbone": self.model.embed, "projection": self.model.project, "pixels": pixel_features}[layer]
+        """uint8 images -> features of ``layer`` (default: the context's feature layer), one batch on the
+        model's device, with autograd (the adversarial suite takes input gradients through it)."""
+        layer = self.check_layer(layer or self.feature_layer)
+        if layer == "projection":
+            return self.model.project_batch
+        return {"backbone": self.encoder.embed_batch, "pixels": pixel_features}[layer]
+
+    def check_layer(self, layer: str) -> str:
+        """``layer`` if this model has it; one ConfigError naming the valid layers otherwise."""
+        valid = FEATURE_LAYERS if self.foreign is None else tuple(n for n in FEATURE_LAYERS if n != "projection")
+        if layer not in valid:
+            raise ConfigError(
+                f"unknown feature layer {layer!r}; valid: {', '.join(valid)}"
+                + (" (a foreign encoder has no projection head)" if layer in FEATURE_LAYERS else "")
+            )
+        return layer
 
     @torch.no_grad()
     def outputs(self, images: torch.Tensor, uncertainty_score: str | None = None) -> dict[str, torch.Tensor]:
-        """Backbone features, L2-normalized projection and, for :class:`HasUncertainty` methods, the
-        ``uncertainty_score`` (default: the method's first) of a batch, on CPU."""
+        """Backbone features, L2-normalized projection (not for a foreign encoder) and, for
+        :class:`HasUncertainty` methods, the ``uncertainty_score`` (default: the method's first) of a batch, on CPU."""
         images = images.to(self.torch_device)
-        out = {"features": self.model.embed(images).float(),
-               "projection": F.normalize(self.model.project(images).float(), dim=1)}
-        if isinstance(self.model, HasUncertainty):
-            out["uncertainty"] = self.model.uncertainty(images, score=uncertainty_score).float()
+        out = {"features": self.encoder.embed(images).float()}
+        if self.foreign is None:
+            out["projection"] = F.normalize(self.model.project(images).float(), dim=1)
+        if isinstance(self.encoder, HasUncertainty):
+            out["uncertainty"] = self.encoder.uncertainty(images, score=uncertainty_score).float()
         return {k: v.cpu() for k, v in out.items()}
 
-    def collect(self, data: ImageSource, description: str, uncertainty_score: str | None = None
-                ) -> dict[str, torch.Tensor]:
+    def collect(
+        self, data: ImageSource, description: str, uncertainty_score: str | None = None
+    ) -> dict[str, torch.Tensor]:
         """:meth:`outputs` and labels of every readable image of ``data``."""
         parts: dict[str, list[torch.Tensor]] = {}
         for images, labels, _, _ in self.batches(data, description):
@@ -132,8 +201,9 @@ class ModelOnData:
             raise DatasetError(f"{data.name}: no readable images")
         return {k: torch.cat(v) for k, v in parts.items()}
 
-    def features(self, split: Split, spec: str | None = None, layer: str | None = None
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def features(
+        self, split: Split, spec: str | None = None, layer: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Cached (features, labels) of a split of ``spec`` (default: the training dataset)."""
         layer = layer or self.feature_layer
         key = ("features", spec, split, layer)
@@ -142,8 +212,9 @@ class ModelOnData:
             self._cache[key] = self.extract(data, f"{layer} features: {data.name} {split}", layer)
         return self._cache[key]
 
-    def extract(self, data: ImageSource, description: str, layer: str | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def extract(
+        self, data: ImageSource, description: str, layer: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Uncached (features, labels) of any dataset (default: the context's feature layer)."""
         return extract(self.embed_fn(layer), data, self.batch_size, self.torch_device, description, self.num_workers)
 

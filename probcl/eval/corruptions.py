@@ -2,6 +2,7 @@
 per corruption and severity, their mean, and the corruption error relative to a reference run
 (Hendrycks & Dietterich 2019: CE_c = sum_s E_{s,c} / sum_s E^ref_{s,c}; relative CE subtracts the
 clean errors first; mCE and relative mCE average them over corruptions, in %)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -29,8 +30,11 @@ def corruption_accuracies(ctx: ModelOnData, names: list[str], max_images: int | 
         logits = probe_logits(ctx, TensorImages(images, labels, data.name, data.num_classes), f"{data.name} corrupted")
         return 100.0 * float((logits.argmax(1) == labels).double().mean())
 
-    return {"clean": top1(data.images), "images": len(data),
-            "top1": {name: [top1(corrupt(data.images, name, s, seed)) for s in SEVERITIES] for name in names}}
+    return {
+        "clean": top1(data.images),
+        "images": len(data),
+        "top1": {name: [top1(corrupt(data.images, name, s, seed)) for s in SEVERITIES] for name in names},
+    }
 
 
 def corruption_errors(run: dict, reference: dict) -> dict:
@@ -51,11 +55,15 @@ def _mean(values) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def _reference_accuracies(ctx: ModelOnData, reference: str, protocol: dict, names: list[str],
-                          max_images: int | None, seed: int) -> dict:
+def _reference_accuracies(
+    ctx: ModelOnData, reference: str, protocol: dict, names: list[str], max_images: int | None, seed: int
+) -> dict:
     """The reference run's accuracies: from its eval.json when measured under the same protocol, else measured."""
     stored = read_json(Path(reference) / "eval.json", {}).get("corruptions")
-    same = stored and all(stored["protocol"].get(k) == protocol[k] for k in ("images", "seed", "feature_layer", "train_images", "corruptions"))
+    same = stored and all(
+        stored["protocol"].get(k) == protocol[k]
+        for k in ("images", "seed", "feature_layer", "train_images", "corruptions")
+    )
     if same:
         return {"clean": stored["clean_top1"], "top1": stored["per_severity"]}
     return corruption_accuracies(ctx.for_run(reference), names, max_images, seed)
@@ -81,13 +89,22 @@ def corruptions_suite(ctx: ModelOnData, options: CorruptionsOptions) -> dict:
     max_images, seed, reference = options.max_images, options.seed, options.reference
     accs = corruption_accuracies(ctx, names, max_images, seed)
     per_corruption = {name: sum(v) / len(v) for name, v in accs["top1"].items()}
-    result = {"clean_top1": accs["clean"], "mean_top1": sum(per_corruption.values()) / len(per_corruption),
-              "per_corruption": per_corruption, "per_severity": accs["top1"]}
-    result["protocol"] = ctx.protocol(images=accs["images"], seed=seed, corruptions=names, severities=list(SEVERITIES),
-                                      probe="offline linear probe of the `linear` suite (fitted on clean images)",
-                                      reference=reference)
+    result = {
+        "clean_top1": accs["clean"],
+        "mean_top1": sum(per_corruption.values()) / len(per_corruption),
+        "per_corruption": per_corruption,
+        "per_severity": accs["top1"],
+    }
+    result["protocol"] = ctx.protocol(
+        images=accs["images"],
+        seed=seed,
+        corruptions=names,
+        severities=list(SEVERITIES),
+        probe="offline linear probe of the `linear` suite (fitted on clean images)",
+        reference=reference,
+    )
     if reference:
-        own = Path(reference).resolve() == Path(ctx.run_dir).resolve()
+        own = ctx.run_dir is not None and Path(reference).resolve() == ctx.run_dir.resolve()
         ref = accs if own else _reference_accuracies(ctx, reference, result["protocol"], names, max_images, seed)
         result.update(corruption_errors(accs, ref))
     return result

@@ -4,6 +4,7 @@ EBCLR Tables 1 and 3: the efficiency of a reference run relative to this run is
 (the number of epochs this run needs to reach the reference's final accuracy) /
 (the reference's total number of epochs); below 1 means this run learns faster.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -39,21 +40,25 @@ class EfficiencyOptions:
     reference: str | None = None  # run directory whose final accuracy this run must reach
 
 
-@SUITES.register("efficiency", options=EfficiencyOptions, title="Sample efficiency")
+@SUITES.register(
+    "efficiency", options=EfficiencyOptions, title="Sample efficiency", needs_run="its training curves (metrics.jsonl)"
+)
 def efficiency_suite(ctx: ModelOnData, options: EfficiencyOptions) -> dict:
     """Per-epoch monitor curves, their final/best values, and EBCLR's relative efficiency of a
     ``reference`` run with respect to this run."""
     reference = options.reference
     result: dict = {"curves": {}, "final": {}, "best": {}}
     for name, key in MONITOR_KEYS.items():
-        curve = epoch_curve(ctx.run_dir, key)
+        curve = epoch_curve(ctx.paths.root, key)
         if curve:
             result["curves"][name] = curve
             result["final"][name] = curve[-1][1]
             result["best"][name] = max(v for _, v in curve)
     if not result["curves"]:
-        raise RunError(f"{ctx.run_dir} has no per-epoch monitor values in metrics.jsonl "
-                         f"(train with labeled data and train.monitor_every_n_epochs >= 1)")
+        raise RunError(
+            f"{ctx.run_dir} has no per-epoch monitor values in metrics.jsonl "
+            f"(train with labeled data and train.monitor_every_n_epochs >= 1)"
+        )
     if reference:
         result["relative_efficiency"] = {}
         result["reference_final"] = {}
@@ -65,7 +70,8 @@ def efficiency_suite(ctx: ModelOnData, options: EfficiencyOptions) -> dict:
     result["protocol"] = {
         "source": "online monitor in metrics.jsonl: weighted kNN (k=200, T=0.1) and online linear probe, per epoch",
         "relative_efficiency": "(epochs this run needs to reach the reference's final value) / "
-                               "(reference's epochs); null = never reached",
-        "reference": reference, "epochs": max(len(c) for c in result["curves"].values()),
+        "(reference's epochs); null = never reached",
+        "reference": reference,
+        "epochs": max(len(c) for c in result["curves"].values()),
     }
     return result

@@ -1,4 +1,5 @@
 """Batched feature extraction from a frozen model over any dataset."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -11,9 +12,14 @@ from probcl.data.datasets import ImageSource
 
 
 @torch.no_grad()
-def extract(fn: Callable[[torch.Tensor], torch.Tensor], dataset: ImageSource, batch_size: int = 512,
-            device: torch.device | str = "cpu", description: str | None = None,
-            num_workers: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def extract(
+    fn: Callable[[torch.Tensor], torch.Tensor],
+    dataset: ImageSource,
+    batch_size: int = 512,
+    device: torch.device | str = "cpu",
+    description: str | None = None,
+    num_workers: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Apply ``fn`` (uint8 images -> (B, d) tensor) to every item; returns (outputs on CPU, labels)."""
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
     outputs, labels = [], []

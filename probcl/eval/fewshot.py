@@ -1,5 +1,6 @@
 """Few labels (CEB Table 2's label fractions): the linear probe fitted on a class-stratified, seeded
 1% / 10% of the training labels, evaluated on the full test set."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -33,14 +34,18 @@ def fewshot_suite(ctx: ModelOnData, options: FewshotOptions) -> dict:
     for fraction in options.fractions:
         idx = labeled_subset(train_y, fraction, seed)
         if len(idx) < 2 * ctx.num_classes:
-            raise ConfigError(f"{fraction:g} of {len(train_y)} training labels is {len(idx)} images, too few to fit "
-                             f"and validate a probe for {ctx.num_classes} classes; raise --max-train or the fraction")
+            raise ConfigError(
+                f"{fraction:g} of {len(train_y)} training labels is {len(idx)} images, too few to fit "
+                f"and validate a probe for {ctx.num_classes} classes; raise --max-train or the fraction"
+            )
         probe_result, _ = linear_probe(train_f[idx], train_y[idx], test_f, test_y, ctx.num_classes, seed=seed)
         key = f"{100 * fraction:g}%"
         result[key] = {k: v for k, v in probe_result.items() if k != "protocol"}
         labels_used[key] = len(idx)
     result["protocol"] = ctx.protocol(
-        labels=labels_used, subsets=f"class-stratified, at least one per class, seed {seed}",
+        labels=labels_used,
+        subsets=f"class-stratified, at least one per class, seed {seed}",
         probe="multinomial logistic regression (L-BFGS), L2 chosen on 10% of the labeled subset; "
-              "CEB fine-tunes instead, this is the linear-evaluation variant")
+        "CEB fine-tunes instead, this is the linear-evaluation variant",
+    )
     return result

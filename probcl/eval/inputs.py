@@ -1,4 +1,5 @@
 """What the suites feed a model: the seeded in-memory test subset, and any image set through the probe."""
+
 from __future__ import annotations
 
 import torch
@@ -12,8 +13,10 @@ def id_test_images(ctx: ModelOnData, max_images: int | None, seed: int) -> tuple
     """The in-distribution test set (or a seeded subset of it) held in memory, and the indices taken."""
     data = ctx.dataset(None, "test")
     if not isinstance(data, TensorImages):
-        raise ConfigError(f"{data.name} is streamed from files; this suite perturbs images in memory and needs "
-                          f"an in-memory dataset (a registered name or npz:PATH)")
+        raise ConfigError(
+            f"{data.name} is streamed from files; this suite perturbs images in memory and needs "
+            f"an in-memory dataset (a registered name, npz:PATH, or folder:PATH:stream=false)"
+        )
     idx = data.seeded_indices(max_images, seed)
     return (data if len(idx) == len(data) else data.subset(idx)), idx
 

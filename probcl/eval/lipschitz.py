@@ -10,12 +10,14 @@ with e(z|x) = vMF(mean(x), kappa):
 ||dx|| is the L2 norm of the pixel change in [0, 1] units over all pixels and channels.
 mean(x) is the e(z|x) mean direction of a :class:`DirectionalEncoder` (``encoder_mean``: C-SimCLR's
 normalized projection, BYOL's and C-BYOL's normalized prediction), else the normalized projection.
-kappa is one stated value for every run (default 1024, C-SimCLR's kappa_e), so that methods
-with deterministic embeddings and CEB methods are measured by the same yardstick.
+kappa defaults to the run's own kappa_e when its encoder is a vMF (C-SimCLR 1024, C-BYOL 16384),
+and to 1024 (C-SimCLR's kappa_e) for deterministic embeddings; the protocol records which. To put
+several runs on one yardstick (the estimate grows with kappa), pass one number as ``kappa``.
 The perturbations use the view generator's own ColorJitter formulas (kornia = torchvision:
 brightness and contrast are multiplicative factors 1 +- s, hue a shift of +-h turns), not the
 additive brightness of the paper's TensorFlow code.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,7 +55,7 @@ COLOUR_ONLY = ("saturation", "hue")
 def perturbations(strengths: Sequence[float], channels: int) -> dict[str, tuple[str, float]]:
     """Named perturbations ``{"brightness+": ("brightness", +s), ...}`` for the non-zero strengths."""
     out = {}
-    for (kind, strength) in zip(ADJUSTMENTS, strengths):
+    for kind, strength in zip(ADJUSTMENTS, strengths):
         if strength > 0 and (channels == 3 or kind not in COLOUR_ONLY):
             out[f"{kind}+"] = (kind, float(strength))
             out[f"{kind}-"] = (kind, -float(strength))
@@ -72,11 +74,12 @@ def encoder_mean_fn(model: SSLMethod, layer: str = "encoder") -> Callable[[torch
         raise ConfigError(f"lipschitz layer must be 'encoder' or 'projection', got {layer!r}")
     if layer == "encoder" and isinstance(model, DirectionalEncoder):
         return model.encoder_mean
-    return lambda images: F.normalize(model.project(images), dim=1)
+    return lambda images: F.normalize(model.project_batch(images), dim=1)
 
 
-def local_lipschitz(mean_x: torch.Tensor, mean_dx: torch.Tensor, dx_norm: torch.Tensor, kappa: float
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def local_lipschitz(
+    mean_x: torch.Tensor, mean_dx: torch.Tensor, dx_norm: torch.Tensor, kappa: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-pair (sampled estimate of Eq. 19, KL lower bound of Eq. 36) for vMF encoders of concentration kappa.
 
     Draws one z ~ e(z|x) per pair from torch's global generator (seed it for reproducibility).
@@ -90,16 +93,25 @@ def local_lipschitz(mean_x: torch.Tensor, mean_dx: torch.Tensor, dx_norm: torch.
 
 
 @torch.no_grad()
-def lipschitz_values(model: SSLMethod, images: torch.Tensor, perturbs: dict[str, tuple[str, float]], kappa: float,
-                     layer: str = "encoder", batch_size: int = 512, device: torch.device | str = "cpu",
-                     seed: int = 0) -> dict[str, dict[str, torch.Tensor]]:
+def lipschitz_values(
+    model: SSLMethod,
+    images: torch.Tensor,
+    perturbs: dict[str, tuple[str, float]],
+    kappa: float,
+    layer: str = "encoder",
+    batch_size: int = 512,
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+) -> dict[str, dict[str, torch.Tensor]]:
     """``{name: {"sampled", "kl_bound", "dx_norm"}}`` per-pair values for uint8 ``images`` (N, C, H, W)."""
     mean_fn = encoder_mean_fn(model, layer)
-    parts: dict[str, dict[str, list[torch.Tensor]]] = {n: {"sampled": [], "kl_bound": [], "dx_norm": []} for n in perturbs}
+    parts: dict[str, dict[str, list[torch.Tensor]]] = {
+        n: {"sampled": [], "kl_bound": [], "dx_norm": []} for n in perturbs
+    }
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         for start in range(0, len(images), batch_size):
-            x = images[start:start + batch_size].to(device).float() / 255.0
+            x = images[start : start + batch_size].to(device).float() / 255.0
             mean_x = mean_fn(x).cpu()
             for name, (kind, strength) in perturbs.items():
                 x_dx = perturb(x, kind, strength)
@@ -115,7 +127,7 @@ def lipschitz_values(model: SSLMethod, images: torch.Tensor, perturbs: dict[str,
 
 @dataclass
 class LipschitzOptions:
-    kappa: Annotated[float, Positive] | Literal["run"] | None = None  # vMF concentration; "run" = its kappa_e
+    kappa: Annotated[float, Positive] | Literal["run"] | None = None  # None: kappa_e if the run has one, else 1024
     max_images: Annotated[int | None, AtLeast(1)] = 2000  # seeded test subset
     layer: Literal["encoder", "projection"] = "encoder"  # the method's e(z|x) mean, or the normalized projection
     strengths: list[float] | None = None  # brightness, contrast, saturation, hue (default: the run's views)
@@ -124,18 +136,22 @@ class LipschitzOptions:
 
     def __post_init__(self) -> None:
         if self.strengths is not None and len(self.strengths) != len(ADJUSTMENTS):
-            raise ConfigError(f"lipschitz.strengths needs {len(ADJUSTMENTS)} values ({', '.join(ADJUSTMENTS)}), "
-                              f"got {self.strengths}")
+            raise ConfigError(
+                f"lipschitz.strengths needs {len(ADJUSTMENTS)} values ({', '.join(ADJUSTMENTS)}), got {self.strengths}"
+            )
 
 
-def _kappa_for(model: SSLMethod, kappa: float | str | None) -> float:
+def kappa_for(model: SSLMethod, kappa: float | str | None) -> tuple[float, str]:
+    """The vMF concentration to measure ``model`` with, and where it came from."""
     if kappa is None:
-        return DEFAULT_KAPPA
+        if isinstance(model, StochasticEncoder):
+            return float(model.encoder_concentration), "the run's kappa_e (default)"
+        return DEFAULT_KAPPA, f"default {DEFAULT_KAPPA:g} (the method has no kappa_e)"
     if kappa == "run":
         if not isinstance(model, StochasticEncoder):
             raise ConfigError(f"method {model.cfg.method!r} has no kappa_e; pass a number as lipschitz.kappa")
-        return float(model.encoder_concentration)
-    return float(kappa)
+        return float(model.encoder_concentration), "the run's kappa_e"
+    return float(kappa), "lipschitz.kappa option"
 
 
 def _perturbations_for(model: SSLMethod, strengths: list[float] | None) -> tuple[dict[str, tuple[str, float]], str]:
@@ -158,38 +174,52 @@ def value_histogram(values: torch.Tensor, bins: int) -> dict[str, list]:
     return {"edges": torch.linspace(0.0, top, bins + 1).tolist(), "counts": counts.long().tolist()}
 
 
-@SUITES.register("lipschitz", options=LipschitzOptions, title="Local Lipschitz estimates")
+@SUITES.register(
+    "lipschitz",
+    options=LipschitzOptions,
+    title="Local Lipschitz estimates",
+    needs_run="its encoder distribution or projection head, and its augmentations",
+)
 def lipschitz_suite(ctx: ModelOnData, options: LipschitzOptions) -> dict:
     """Mean local Lipschitz estimates (Eq. 19) and KL lower bounds (Eq. 36) per perturbation of test images,
     and per perturbation the histograms of both (figure data for :mod:`probcl.report.lipschitz`).
 
-    Options: ``kappa`` (vMF concentration for every run, default 1024; ``run`` = the run's kappa_e),
+    Options: ``kappa`` (vMF concentration; default the run's kappa_e, or 1024 without one; ``run`` = kappa_e),
     ``max_images`` (seeded test subset), ``layer`` (encoder | projection), ``strengths`` (brightness,
     contrast, saturation, hue; default: the run's augmentation preset, or the paper's 0.4, 0.4, 0.2, 0.1
     when its views have no colour jitter).
     """
     model, o = ctx.model, options
-    kappa_value = _kappa_for(model, o.kappa)
+    kappa_value, kappa_source = kappa_for(model, o.kappa)
     perturbs, source = _perturbations_for(model, o.strengths)
     data, _ = id_test_images(ctx, o.max_images, o.seed)
-    values = lipschitz_values(model, data.images, perturbs, kappa_value, o.layer, ctx.batch_size, ctx.torch_device,
-                              o.seed)
+    values = lipschitz_values(
+        model, data.images, perturbs, kappa_value, o.layer, ctx.batch_size, ctx.torch_device, o.seed
+    )
     result: dict[str, Any] = {}
     for name, v in values.items():
         result[name] = float(v["sampled"].mean()) if len(v["sampled"]) else None
         result[f"{name} kl_bound"] = float(v["kl_bound"].mean()) if len(v["kl_bound"]) else None
-    result["histograms"] = {quantity: {name: value_histogram(v[quantity], o.histogram_bins)
-                                       for name, v in values.items() if len(v[quantity])}
-                            for quantity in ("sampled", "kl_bound")}
+    result["histograms"] = {
+        quantity: {
+            name: value_histogram(v[quantity], o.histogram_bins) for name, v in values.items() if len(v[quantity])
+        }
+        for quantity in ("sampled", "kl_bound")
+    }
     uses_encoder = o.layer == "encoder" and isinstance(model, DirectionalEncoder)
     result["protocol"] = {
-        "images": len(data), "split": "test", "kappa": kappa_value, "seed": o.seed, "strengths_from": source,
+        "images": len(data),
+        "split": "test",
+        "kappa": kappa_value,
+        "kappa_source": kappa_source,
+        "seed": o.seed,
+        "strengths_from": source,
         "embedding": "method's e(z|x) mean direction" if uses_encoder else "normalized projection",
         "perturbations": {n: f"{kind} {s:+g}" for n, (kind, s) in perturbs.items()},
         "pairs": {n: len(v["sampled"]) for n, v in values.items()},
         "dx_norm_mean": {n: float(v["dx_norm"].mean()) if len(v["dx_norm"]) else None for n, v in values.items()},
         "estimate": "|log e(z|x) - log e(z|x+dx)| / ||dx||, one z ~ e(z|x) (Eq. 19); "
-                    "kl_bound = sqrt(max KL) / ||dx|| (Eq. 36); ||dx|| = L2 over [0,1] pixels",
+        "kl_bound = sqrt(max KL) / ||dx|| (Eq. 36); ||dx|| = L2 over [0,1] pixels",
         "histograms": f"{o.histogram_bins} bins on [0, 99th percentile]; larger values in the last bin",
     }
     return result

@@ -6,39 +6,40 @@ negated score, and FPR95 is the fraction of OOD samples accepted (score <= t) at
 smallest threshold t that accepts at least 95% of the ID samples. Ties are handled as in
 scikit-learn (one threshold per distinct score value).
 """
+
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Annotated
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from probcl.config import AtLeast, InRange
 from probcl.data.datasets import ImageSource, TensorImages
 from probcl.data.ood_sets import GENERATED, generated_set
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
-from probcl.eval.features import extract
+from probcl.eval.id_reference import COMBINED, ReferenceOptions, fit_reference, method_uncertainty_fns
 from probcl.eval.inputs import id_test_images
 from probcl.eval.linear import LinearProbe
-from probcl.eval.outlier import knn_distance
 from probcl.eval.suites import SUITES
-from probcl.methods.capabilities import HasUncertainty
 
 # Real OOD sets tried by default for a training dataset (skipped with a note when not installed).
 DEFAULT_OOD_DATASETS = {
-    "fashion-mnist": ["digits", "mnist"], "mnist": ["fashion-mnist", "digits"], "digits": ["fashion-mnist"],
-    "cifar10": ["svhn", "cifar100"], "cifar100": ["svhn", "cifar10"], "stl10": ["svhn", "cifar10"],
+    "fashion-mnist": ["digits", "mnist"],
+    "mnist": ["fashion-mnist", "digits"],
+    "digits": ["fashion-mnist"],
+    "cifar10": ["svhn", "cifar100"],
+    "cifar100": ["svhn", "cifar10"],
+    "stl10": ["svhn", "cifar10"],
 }
 TPR_LEVEL = 0.95
 
 
 # ----------------------------------------------------------------------------- metrics
+
 
 def _check_scores(id_scores, ood_scores) -> tuple[np.ndarray, np.ndarray]:
     id_s = np.asarray(torch.as_tensor(id_scores).detach().cpu(), dtype=np.float64).ravel()
@@ -47,8 +48,10 @@ def _check_scores(id_scores, ood_scores) -> tuple[np.ndarray, np.ndarray]:
         if s.size == 0:
             raise ConfigError(f"no {name} scores: OOD metrics need at least one sample of each class")
         if not np.isfinite(s).all():
-            raise ConfigError(f"{int((~np.isfinite(s)).sum())} {name} scores are NaN or infinite; "
-                             f"the score function failed on those images")
+            raise ConfigError(
+                f"{int((~np.isfinite(s)).sum())} {name} scores are NaN or infinite; "
+                f"the score function failed on those images"
+            )
     return id_s, ood_s
 
 
@@ -95,11 +98,16 @@ def fpr_at_tpr(id_scores, ood_scores, level: float = TPR_LEVEL) -> float:
 def ood_metrics(id_scores, ood_scores) -> dict[str, float]:
     """AUROC, AUPR-in, AUPR-out and FPR95 of outlier scores."""
     aupr_in, aupr_out = aupr(id_scores, ood_scores)
-    return {"auroc": auroc(id_scores, ood_scores), "aupr_in": aupr_in, "aupr_out": aupr_out,
-            "fpr95": fpr_at_tpr(id_scores, ood_scores)}
+    return {
+        "auroc": auroc(id_scores, ood_scores),
+        "aupr_in": aupr_in,
+        "aupr_out": aupr_out,
+        "fpr95": fpr_at_tpr(id_scores, ood_scores),
+    }
 
 
 # ----------------------------------------------------------------------------- scores
+
 
 def msp_score(logits: torch.Tensor) -> torch.Tensor:
     """Negated maximum softmax probability (Hendrycks & Gimpel 2017)."""
@@ -135,25 +143,20 @@ def mutual_information(probs: torch.Tensor) -> torch.Tensor:
     return entropy(probs.mean(0)) - entropy(probs).mean(0)
 
 
-def method_uncertainty_fns(model: object) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
-    """``{"uncertainty:NAME": images -> scores}`` for each score a :class:`HasUncertainty` method declares
-    (e.g. TaU's ``neg_u`` / ``neg_u_squared``); empty for other methods."""
-    if not isinstance(model, HasUncertainty):
-        return {}
-    return {f"uncertainty:{name}": partial(model.uncertainty, score=name) for name in model.uncertainty_scores}
-
-
 def histograms(scores: dict[str, torch.Tensor], bins: int) -> dict:
     """Counts of each set's scores on shared equal-width bins (for the report's histograms)."""
     values = torch.cat([s.flatten().float() for s in scores.values()])
     lo, hi = values.min().item(), values.max().item()
     hi = hi if hi > lo else lo + 1.0
     edges = torch.linspace(lo, hi, bins + 1)
-    return {"edges": edges.tolist(),
-            "counts": {name: torch.histc(s.float(), bins, lo, hi).long().tolist() for name, s in scores.items()}}
+    return {
+        "edges": edges.tolist(),
+        "counts": {name: torch.histc(s.float(), bins, lo, hi).long().tolist() for name, s in scores.items()},
+    }
 
 
 # ----------------------------------------------------------------------------- suite
+
 
 @dataclass
 class OodOptions:
@@ -165,14 +168,16 @@ class OodOptions:
     runs: list[str] | None = None  # other runs of the same method: deep-ensemble MSP
     seed: int = 0
     histogram_bins: Annotated[int, AtLeast(1)] = 40
+    combination: list[str] | None = None  # scores of the ID-fitted combined score (default: see id_reference)
 
 
-def ood_sets(ctx: ModelOnData, specs: list[str] | None, id_data: TensorImages, max_images: int | None,
-             seed: int) -> tuple[dict[str, ImageSource], dict[str, str]]:
+def ood_sets(
+    ctx: ModelOnData, specs: list[str] | None, id_data: TensorImages, max_images: int | None, seed: int
+) -> tuple[dict[str, ImageSource], dict[str, str]]:
     """Named OOD datasets (requested or default) and the default ones skipped because not installed."""
     explicit = bool(specs)
     if not specs:
-        specs = DEFAULT_OOD_DATASETS.get(ctx.model.cfg.data.dataset, []) + list(GENERATED)
+        specs = DEFAULT_OOD_DATASETS.get(ctx.info.dataset, []) + list(GENERATED)
     sets: dict[str, ImageSource] = {}
     skipped = {}
     for spec in specs:
@@ -201,30 +206,30 @@ def _probe_probs(member: ModelOnData, id_idx: torch.Tensor, sets: dict) -> dict[
 
 @SUITES.register("ood", options=OodOptions, title="Out-of-distribution detection")
 def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
-    """AUROC, AUPR-in/out and FPR95 of every outlier score (probe MSP, energy, kNN distance, MC-dropout,
-    the method's uncertainty, a deep ensemble over ``runs``) against each OOD set."""
+    """AUROC, AUPR-in/out and FPR95 of every outlier score (probe MSP, energy, MC-dropout, a deep ensemble
+    over ``runs``, and the ID-fitted scores of :mod:`probcl.eval.id_reference`: kNN distances, feature norm,
+    Mahalanobis, input statistics, the method's own, their combination) against each OOD set."""
     o = options
     id_data, id_idx = id_test_images(ctx, o.max_images, o.seed)
     sets, skipped = ood_sets(ctx, o.datasets, id_data, o.max_images, o.seed)
     _, probe = ctx.linear_probe()
-    train_f = F.normalize(ctx.features("train")[0].float(), dim=1)
-    features = {"id": ctx.features("test")[0][id_idx]}
-    features.update({name: ctx.extract(data, f"features: {name}")[0] for name, data in sets.items()})
-    images = {"id": id_data, **sets}
+    reference, id_out = fit_reference(
+        ctx, id_data, ReferenceOptions(combination=o.combination, seed=o.seed), extra_k=o.knn_k
+    )
+    outputs = {"id": id_out}
+    outputs.update({name: reference.collect(ctx, data, f"scores: {name}", o.knn_k) for name, data in sets.items()})
+    features = {name: out.pop("features") for name, out in outputs.items()}
     scores: dict[str, dict[str, torch.Tensor]] = {name: {} for name in features}
-    uncertainty = method_uncertainty_fns(ctx.model)
     for name, f in features.items():
         logits = probe.logits(f)
         scores[name]["msp"] = msp_score(logits)
         scores[name]["energy"] = energy_score(logits)
-        for k in o.knn_k:
-            scores[name][f"knn{k}"] = knn_distance(train_f, F.normalize(f.float(), dim=1), k)
         probs = mc_dropout_probs(probe, f, o.dropout, o.mc_passes, o.seed)
         scores[name]["mc_dropout_entropy"] = entropy(probs.mean(0))
         scores[name]["mc_dropout_mi"] = mutual_information(probs)
-        for score_name, fn in uncertainty.items():
-            scores[name][score_name] = extract(fn, images[name], ctx.batch_size, ctx.torch_device,
-                                               f"{score_name}: {name}")[0].flatten()
+        id_scores = {s: v for s, v in outputs[name].items() if s != "labels"}
+        scores[name].update(id_scores)
+        scores[name][COMBINED] = reference.decision(id_scores)["ood_score"]
     members = [ctx.for_run(r) for r in o.runs or []]
     if members:
         member_probs = [{name: probe.logits(f).softmax(1) for name, f in features.items()}]
@@ -234,17 +239,29 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
     score_names = list(scores["id"])
     return {
         "sets": {name: {s: ood_metrics(scores["id"][s], scores[name][s]) for s in score_names} for name in sets},
-        "histograms": {s: histograms({name: scores[name][s] for name in scores}, o.histogram_bins) for s in score_names},
+        "histograms": {
+            s: histograms({name: scores[name][s] for name in scores}, o.histogram_bins) for s in score_names
+        },
         "protocol": ctx.protocol(
-            positive="OOD (outlier scores: higher = more OOD)", fpr95=f"OOD accepted at {TPR_LEVEL:.0%} ID accepted",
-            id_images=len(id_data), ood_images={name: len(data) for name, data in sets.items()},
-            probe="offline linear probe of the `linear` suite", msp="-max softmax (Hendrycks & Gimpel 2017)",
+            positive="OOD (outlier scores: higher = more OOD)",
+            fpr95=f"OOD accepted at {TPR_LEVEL:.0%} ID accepted",
+            id_images=len(id_data),
+            ood_images={name: len(data) for name, data in sets.items()},
+            probe="offline linear probe of the `linear` suite",
+            msp="-max softmax (Hendrycks & Gimpel 2017)",
             energy="-logsumexp(logits), T=1 (Liu et al. 2020)",
             knn=f"mean Euclidean distance to the k nearest L2-normalized training features, k in {o.knn_k}",
+            id_fitted={
+                **reference.protocol(),
+                "calibration": "the ID images above (a seeded half for the tail "
+                "distributions: their combined scores are in-sample up to 1/(n+1) per tail probability)",
+            },
             mc_dropout=f"dropout p={o.dropout} on the probe's standardized input, {o.mc_passes} passes; "
-                       f"entropy of the mean prediction and BALD mutual information",
-            method_uncertainty=list(uncertainty) or None,
-            ensemble_runs=[str(ctx.run_dir)] + [str(m.run_dir) for m in members] if members else None,
+            f"entropy of the mean prediction and BALD mutual information",
+            method_uncertainty=list(method_uncertainty_fns(ctx.encoder)) or None,
+            ensemble_runs=[ctx.name] + [m.name for m in members] if members else None,
             generated=f"{', '.join(GENERATED)} from the ID test images, seed {o.seed}",
-            skipped=skipped or None, seed=o.seed),
+            skipped=skipped or None,
+            seed=o.seed,
+        ),
     }

@@ -14,8 +14,10 @@ in-distribution (ID) training data alone; none needs OOD examples.
   score can fail both ways); the combined score is -log(min_s p_s), so an image is flagged as
   soon as any one score is extreme for ID data (a Bonferroni-style, conservative union).
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -43,6 +45,13 @@ class Gaussian:
         assert best is not None
         return best.float()
 
+    def state(self) -> dict:
+        return {"means": self.means, "precision": self.precision}
+
+    @classmethod
+    def from_state(cls, state: dict) -> Gaussian:
+        return cls(state["means"], state["precision"])
+
 
 def fit_gaussian(features: torch.Tensor, labels: torch.Tensor | None = None) -> Gaussian:
     """Class means and the pooled within-class covariance (one Gaussian when ``labels`` is None)."""
@@ -68,7 +77,9 @@ def input_statistics(images: torch.Tensor) -> torch.Tensor:
     flat = x.flatten(1)
     dark = (flat <= 1 / 255).float().mean(1)
     bright = (flat >= 254 / 255).float().mean(1)
-    edges = (x[..., 1:, :] - x[..., :-1, :]).abs().flatten(1).mean(1) + (x[..., 1:] - x[..., :-1]).abs().flatten(1).mean(1)
+    edges = (x[..., 1:, :] - x[..., :-1, :]).abs().flatten(1).mean(1) + (x[..., 1:] - x[..., :-1]).abs().flatten(
+        1
+    ).mean(1)
     bins = (flat * 15.999).long().clamp(0, 15)
     hist = torch.zeros(len(x), 16).scatter_add_(1, bins, torch.ones_like(flat)) / flat.shape[1]
     entropy = -(hist * hist.clamp_min(1e-12).log()).sum(1)
@@ -100,16 +111,27 @@ class TailCombiner:
         lower = (1 + torch.searchsorted(ref, s, right=True)).double() / (1 + n)
         return (2 * torch.minimum(upper, lower)).clamp(max=1.0)
 
-    def tail_probabilities(self, scores: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        return {name: self.tail_probability(name, scores[name]) for name in self.calibration}
+    def tail_probabilities(
+        self, scores: dict[str, torch.Tensor], names: Sequence[str] | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Tail probabilities of ``names`` (default: every calibrated score)."""
+        return {name: self.tail_probability(name, scores[name]) for name in (names or self.calibration)}
 
-    def combine(self, scores: dict[str, torch.Tensor]) -> torch.Tensor:
-        """-log of the smallest tail probability over the scores (higher = more OOD)."""
-        tails = torch.stack(list(self.tail_probabilities(scores).values()))
+    def combine(self, scores: dict[str, torch.Tensor], names: Sequence[str] | None = None) -> torch.Tensor:
+        """-log of the smallest tail probability over the scores ``names`` (default: all; higher = more OOD)."""
+        tails = torch.stack(list(self.tail_probabilities(scores, names).values()))
         return -tails.min(0).values.log().float()
 
-    def culprit(self, scores: dict[str, torch.Tensor]) -> list[str]:
+    def culprit(self, scores: dict[str, torch.Tensor], names: Sequence[str] | None = None) -> list[str]:
         """The score with the smallest tail probability, per image: why an image looks out-of-distribution."""
-        names = list(self.calibration)
-        tails = torch.stack(list(self.tail_probabilities(scores).values()))
-        return [names[i] for i in tails.argmin(0).tolist()]
+        tails = self.tail_probabilities(scores, names)
+        order = list(tails)
+        return [order[i] for i in torch.stack(list(tails.values())).argmin(0).tolist()]
+
+    def state(self) -> dict:
+        """Plain tensors and lists (for ``torch.save(weights_only=True)`` caches)."""
+        return {"calibration": dict(self.calibration), "two_sided": sorted(self.two_sided)}
+
+    @classmethod
+    def from_state(cls, state: dict) -> TailCombiner:
+        return cls(dict(state["calibration"]), frozenset(state["two_sided"]))

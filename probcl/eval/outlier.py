@@ -4,7 +4,10 @@ kNN distance (the TaU paper's kNN baseline; NOTES.md): mean Euclidean distance f
 query to its k nearest reference embeddings (k = 10 on L2-normalized projections in the
 paper). Scores are outlier scores: higher = more out-of-distribution.
 """
+
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -12,25 +15,45 @@ from probcl.errors import ConfigError
 
 
 def knn_distance(reference: torch.Tensor, queries: torch.Tensor, k: int = 10, chunk: int = 256) -> torch.Tensor:
-    """Mean Euclidean distance (N_queries,) from each query to its ``k`` nearest ``reference`` rows.
+    """Mean Euclidean distance (N_queries,) from each query to its ``k`` nearest ``reference`` rows."""
+    return knn_distances(reference, queries, (k,), chunk)[k]
 
-    Distances are computed in float64: close neighbours would lose most digits to cancellation in float32.
+
+def knn_distances(
+    reference: torch.Tensor, queries: torch.Tensor, ks: tuple[int, ...], chunk: int = 256
+) -> dict[int, torch.Tensor]:
+    """:func:`knn_distance` for several ``ks`` from one distance computation per chunk of queries.
+
+    Distances are computed in float64 (close neighbours would lose most digits to cancellation in float32)
+    as sqrt(|q|^2 + |r|^2 - 2 q.r), with |r|^2 computed once: a float64 ``reference`` is used as is.
     """
-    reference, queries = reference.double(), queries.double()
-    k = min(k, len(reference))
-    if k < 1:
+    if not ks or min(ks) < 1:
+        raise ConfigError(f"kNN distance needs k >= 1, got {list(ks)}")
+    if len(reference) < 1:
         raise ConfigError("kNN distance needs at least one reference embedding")
-    out = []
+    reference, queries = reference.double(), queries.double()
+    reference_sq = (reference * reference).sum(1)
+    kmax = min(max(ks), len(reference))
+    parts: dict[int, list[torch.Tensor]] = {k: [] for k in ks}
     for start in range(0, len(queries), chunk):
-        dist = torch.cdist(queries[start:start + chunk], reference)
-        out.append(dist.topk(k, dim=1, largest=False).values.mean(1))
-    return torch.cat(out).float() if out else queries.new_zeros(0, dtype=torch.float32)
+        q = queries[start : start + chunk]
+        squared = ((q * q).sum(1, keepdim=True) + reference_sq - 2 * q @ reference.T).clamp_min_(0)
+        nearest = squared.topk(kmax, dim=1, largest=False).values.sqrt()
+        for k in ks:
+            parts[k].append(nearest[:, : min(k, kmax)].mean(1))
+    return {k: torch.cat(v).float() if v else queries.new_zeros(0, dtype=torch.float32) for k, v in parts.items()}
 
 
 def threshold_at_tpr(in_distribution_scores: torch.Tensor, tpr: float = 0.95) -> float:
-    """The outlier-score threshold that accepts (score <= threshold) a ``tpr`` share of in-distribution items."""
+    """The outlier-score threshold t (accept score <= t) that accepts a new in-distribution item with
+    probability >= ``tpr``: the ceil((n + 1) tpr)-th smallest of n exchangeable ID scores (split-conformal
+    quantile; +inf when n is too small for that level)."""
     if not 0 < tpr <= 1:
         raise ConfigError(f"tpr must be in (0, 1], got {tpr}")
-    if len(in_distribution_scores) == 0:
+    n = len(in_distribution_scores)
+    if n == 0:
         raise ConfigError("no in-distribution scores to choose a threshold from")
-    return float(torch.quantile(in_distribution_scores.double(), tpr))
+    rank = math.ceil((n + 1) * tpr - 1e-9)
+    if rank > n:
+        return math.inf
+    return float(in_distribution_scores.double().sort().values[rank - 1])

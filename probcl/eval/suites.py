@@ -4,9 +4,12 @@ A suite is a function ``(ctx: ModelOnData, options) -> dict`` registered with an
 dataclass (``@SUITES.register("knn", options=KnnOptions, title="kNN")``). Options arrive as
 plain data (``--option knn.k=20``, a benchmark's ``suite_options``) and are checked with the
 config loader: unknown keys and bad values stop before any work with one line naming
-``suite.key``. A result records its protocol next to the numbers, and figure data (histograms,
-bins, curves) that only ``probcl.report`` draws.
+``suite.key``. A suite that needs more than embeddings of a model (a probcl run's training curves,
+projection head, augmentations) says why in ``needs_run``; foreign encoders are refused it. A result
+records its protocol next to the numbers, and figure data (histograms, bins, curves) that only
+``probcl.report`` draws.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,12 +33,14 @@ class NoOptions:
 
 @dataclass(frozen=True)
 class Suite:
-    """A registered suite: its function, options dataclass and report title."""
+    """A registered suite: its function, options dataclass, report title, and why it needs a probcl run
+    (None: embeddings suffice, so it also evaluates foreign encoders)."""
 
     name: str
     run: SuiteFn
     options: type
     title: str
+    needs_run: str | None = None
 
     def parse_options(self, raw: dict[str, Any] | None = None) -> Any:
         """The validated options object; ConfigError naming ``suite.key`` and the valid keys otherwise."""
@@ -58,10 +63,11 @@ class SuiteRegistry:
     def __init__(self) -> None:
         self._suites: Registry[Suite] = Registry("evaluation suite")
 
-    def register(self, name: str, options: type = NoOptions, title: str | None = None
-                 ) -> Callable[[SuiteFn], SuiteFn]:
+    def register(
+        self, name: str, options: type = NoOptions, title: str | None = None, needs_run: str | None = None
+    ) -> Callable[[SuiteFn], SuiteFn]:
         def decorator(fn: SuiteFn) -> SuiteFn:
-            self._suites.register(name)(Suite(name, fn, options, title or name))
+            self._suites.register(name)(Suite(name, fn, options, title or name, needs_run))
             return fn
 
         return decorator
@@ -83,8 +89,10 @@ class SuiteRegistry:
         options = options or {}
         stray = [name for name in options if name not in suites]
         if stray:
-            raise ConfigError(f"options given for suite(s) {', '.join(stray)} that are not being run "
-                              f"({', '.join(suites)}); add them to --suite or drop those options")
+            raise ConfigError(
+                f"options given for suite(s) {', '.join(stray)} that are not being run "
+                f"({', '.join(suites)}); add them to --suite or drop those options"
+            )
         return {name: self.get(name).parse_options(options.get(name)) for name in suites}
 
 
@@ -113,11 +121,18 @@ def knn_suite(ctx: ModelOnData, options: KnnOptions) -> dict:
     train_f, train_y = ctx.features("train")
     test_f, test_y = ctx.features("test")
     weighted = topk_accuracy(weighted_knn_scores(train_f, train_y, test_f, ctx.num_classes, k, temperature), test_y)
-    plain = 100.0 * (plain_knn_predict(train_f, train_y, test_f, ctx.num_classes, plain_k) == test_y).float().mean().item()
+    plain = (
+        100.0 * (plain_knn_predict(train_f, train_y, test_f, ctx.num_classes, plain_k) == test_y).float().mean().item()
+    )
     return {
-        "top1": weighted["top1"], "top5": weighted.get("top5"), "plain_top1": plain,
-        "protocol": ctx.protocol(weighted=f"k={k}, T={temperature}, cosine, exp(sim/T) votes (InstDisc)",
-                                 plain=f"k={plain_k}, Euclidean, majority vote", best_epoch_picked=False),
+        "top1": weighted["top1"],
+        "top5": weighted.get("top5"),
+        "plain_top1": plain,
+        "protocol": ctx.protocol(
+            weighted=f"k={k}, T={temperature}, cosine, exp(sim/T) votes (InstDisc)",
+            plain=f"k={plain_k}, Euclidean, majority vote",
+            best_epoch_picked=False,
+        ),
     }
 
 

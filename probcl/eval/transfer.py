@@ -1,5 +1,6 @@
 """Transfer (EBCLR Table 2, VEM Table 3b): the encoder pretrained on dataset A stays frozen and a
 linear probe is fitted on dataset B's training images and tested on B's test images."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,8 +11,12 @@ from probcl.eval.linear import linear_probe
 from probcl.eval.suites import SUITES
 
 DEFAULT_TARGETS = {
-    "fashion-mnist": ["digits"], "mnist": ["fashion-mnist"], "digits": ["fashion-mnist"],
-    "cifar10": ["cifar100"], "cifar100": ["cifar10"], "stl10": ["cifar10"],
+    "fashion-mnist": ["digits"],
+    "mnist": ["fashion-mnist"],
+    "digits": ["fashion-mnist"],
+    "cifar10": ["cifar100"],
+    "cifar100": ["cifar10"],
+    "stl10": ["cifar10"],
 }
 
 
@@ -25,7 +30,7 @@ class TransferOptions:
 def transfer_suite(ctx: ModelOnData, options: TransferOptions) -> dict:
     """Top-1/top-5 (%) of a linear probe on each target dataset's frozen features."""
     seed = options.seed
-    source = ctx.model.cfg.data.dataset
+    source = ctx.info.dataset
     targets = options.datasets or DEFAULT_TARGETS.get(source)
     if not targets:
         raise ConfigError(f"no default transfer target for {source}; pass --option transfer.datasets=SPEC[,SPEC]")
@@ -41,6 +46,10 @@ def transfer_suite(ctx: ModelOnData, options: TransferOptions) -> dict:
         result[spec] = {k: v for k, v in probe_result.items() if k != "protocol"}
         images[spec] = {"train": len(train_f), "test": len(test_f)}
     result["protocol"] = ctx.protocol(
-        source=source, images=images, probe="multinomial logistic regression (L-BFGS) on frozen features, "
-        "L2 chosen on 10% of the target's training features", resized="targets conformed to the model's input")
+        source=source,
+        images=images,
+        probe="multinomial logistic regression (L-BFGS) on frozen features, "
+        "L2 chosen on 10% of the target's training features",
+        resized="targets conformed to the model's input",
+    )
     return result

@@ -11,6 +11,7 @@ candidates, -log d(y|z) = H(Y|Z) bound and I(Y;Z) >= log K - H. C-SimCLR (Figure
 applies this in both directions with vMF e (kappa_e) and b (kappa_b) whose mean
 directions are the normalized projections of the two views.
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,9 @@ def vmf_precision(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
-def residual_information(e: torch.distributions.Distribution, b: torch.distributions.Distribution,
-                         z: torch.Tensor) -> torch.Tensor:
+def residual_information(
+    e: torch.distributions.Distribution, b: torch.distributions.Distribution, z: torch.Tensor
+) -> torch.Tensor:
     """log e(z|x) - log b(z|y), per sample: the one-sample bound on I(X;Z|Y) (Eq. 4)."""
     return e.log_prob(z) - b.log_prob(z)
 
@@ -68,16 +70,26 @@ def _sample_encoder(r_x: torch.Tensor, kappa_e: float) -> tuple[torch.Tensor, Vo
     return e.rsample(), e
 
 
-def _c_simclr_direction(r_x: torch.Tensor, r_y: torch.Tensor, all_x: torch.Tensor, all_y: torch.Tensor,
-                        targets: torch.Tensor, kappa_e: float, kappa_b: float, beta: float,
-                        candidates: str) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+def _c_simclr_direction(
+    r_x: torch.Tensor,
+    r_y: torch.Tensor,
+    all_x: torch.Tensor,
+    all_y: torch.Tensor,
+    targets: torch.Tensor,
+    kappa_e: float,
+    kappa_b: float,
+    beta: float,
+    candidates: str,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """One direction x -> y of Figure 5: per-sample (loss, residual, information)."""
     z, e = _sample_encoder(r_x, kappa_e)
     logits = vmf_log_prob_matrix(z, all_y, kappa_b)  # log b(z | y_k), the B cross-view candidates
     if candidates == "both-views":  # authors' code: also b(z | x_k), k != i -> 2B - 1 candidates
         same = vmf_log_prob_matrix(z, all_x, kappa_b)
-        same = same.index_put((torch.arange(len(z), device=z.device), targets),
-                              torch.tensor(float("-inf"), dtype=same.dtype, device=same.device))
+        same = same.index_put(
+            (torch.arange(len(z), device=z.device), targets),
+            torch.tensor(float("-inf"), dtype=same.dtype, device=same.device),
+        )
         logits = torch.cat([logits, same], dim=1)
     information = catgen_information(logits, targets)
     if e is None:
@@ -86,8 +98,15 @@ def _c_simclr_direction(r_x: torch.Tensor, r_y: torch.Tensor, all_x: torch.Tenso
     return beta * residual - information, residual, information
 
 
-def c_simclr_loss(h1: torch.Tensor, h2: torch.Tensor, kappa_e: float = 1024.0, kappa_b: float = 10.0,
-                  beta: float = 1.0, candidates: Candidates = "cross-view", gather: bool = True) -> CEBTerms:
+def c_simclr_loss(
+    h1: torch.Tensor,
+    h2: torch.Tensor,
+    kappa_e: float = 1024.0,
+    kappa_b: float = 10.0,
+    beta: float = 1.0,
+    candidates: Candidates = "cross-view",
+    gather: bool = True,
+) -> CEBTerms:
     """Bidirectional C-SimCLR loss (Eq. 12, Figure 5): the sum of both directions, each a batch mean.
 
     ``h1``, ``h2``: projections of the two views (normalized here). ``candidates``: the CatGen

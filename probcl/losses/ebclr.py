@@ -15,6 +15,7 @@ projections (Eq. 6). Its log-likelihood splits into (Eq. 10-11)
 
   whose gradient pushes the energy down on data views and up on samples of q(v) (SGLD).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,8 +40,9 @@ def energy(z: torch.Tensor, z_ref: torch.Tensor, temperature: float) -> torch.Te
     return -torch.logsumexp(neg_sq_distance_logits(z, z_ref, temperature), dim=1)
 
 
-def discriminative_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float, others: Others = "2n-1",
-                        gather: bool = True) -> torch.Tensor:
+def discriminative_loss(
+    z1: torch.Tensor, z2: torch.Tensor, temperature: float, others: Others = "2n-1", gather: bool = True
+) -> torch.Tensor:
     """-mean log q(v' | v) of Eq. 18 over both views as anchors (up to the constant log N').
 
     Under DDP the candidates come from all ranks (with gradient), as in NT-Xent.
@@ -65,9 +67,17 @@ class EBCLRLoss:
     energy_samples: torch.Tensor
 
 
-def ebclr_loss(z1: torch.Tensor, z2: torch.Tensor, z_samples: torch.Tensor | None, z_ref: torch.Tensor,
-               temperature: float, lam: float, others: Others = "2n-1", gather: bool = True,
-               proj_norm_weight: float = 0.0) -> EBCLRLoss:
+def ebclr_loss(
+    z1: torch.Tensor,
+    z2: torch.Tensor,
+    z_samples: torch.Tensor | None,
+    z_ref: torch.Tensor,
+    temperature: float,
+    lam: float,
+    others: Others = "2n-1",
+    gather: bool = True,
+    proj_norm_weight: float = 0.0,
+) -> EBCLRLoss:
     """Minimise -L of Eq. 11: discriminative + lambda x generative (Eq. 14).
 
     ``z1``/``z2`` are the (unnormalized) projections of the two data views, ``z_samples``

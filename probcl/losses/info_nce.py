@@ -6,6 +6,7 @@ For a query q_i, its positive key k_i and negatives n_1..n_K (all L2-normalized)
 
 i.e. a (K+1)-way cross-entropy whose correct class is index 0.
 """
+
 from __future__ import annotations
 
 import torch

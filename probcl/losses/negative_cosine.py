@@ -1,7 +1,8 @@
 """SimSiam's symmetric negative cosine similarity with stop-gradient.
 
-    D(p, z) = - p/||p|| . z/||z||,   L = D(p1, sg(z2)) / 2 + D(p2, sg(z1)) / 2     (SimSiam Eq. 1, 4)
+D(p, z) = - p/||p|| . z/||z||,   L = D(p1, sg(z2)) / 2 + D(p2, sg(z1)) / 2     (SimSiam Eq. 1, 4)
 """
+
 from __future__ import annotations
 
 import torch

@@ -5,6 +5,7 @@
 The symmetric BYOL objective is L(p1, t2) + L(p2, t1) (BYOL Eq. 3), each term averaged
 over the batch, so a perfect predictor gives 0 and orthogonal pairs give 4.
 """
+
 from __future__ import annotations
 
 import torch

@@ -8,6 +8,7 @@ positive is its partner view and whose negatives are the other 2N - 2 views:
 with s the cosine similarity. Under DDP the candidates are gathered from all ranks
 (with gradient), so the loss equals that of one process holding the global batch.
 """
+
 from __future__ import annotations
 
 import torch
@@ -16,8 +17,7 @@ import torch.nn.functional as F
 from probcl.core.distributed import gather_with_grad, rank
 
 
-def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool = True
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """Cosine-similarity logits (2N_local, 2N_global) with self-pairs set to -inf, and positive indices.
 
     Rows are the local anchors [z1; z2]; columns are the global candidates [Z1; Z2].

@@ -10,6 +10,7 @@ scaled by its own inverse temperature (Algorithm 1; appendix A "Optimization Sta
 with s the cosine similarity. With a constant u this is NT-Xent (resp. InfoNCE) at the
 fixed temperature scale / sigmoid(u).
 """
+
 from __future__ import annotations
 
 import torch
@@ -35,8 +36,9 @@ def scale_rows(logits: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     return (finite * alpha[:, None]).masked_fill(masked, float("-inf"))
 
 
-def tau_nt_xent_loss(z1: torch.Tensor, z2: torch.Tensor, u1: torch.Tensor, u2: torch.Tensor,
-                     scale: float = 0.1, gather: bool = True) -> torch.Tensor:
+def tau_nt_xent_loss(
+    z1: torch.Tensor, z2: torch.Tensor, u1: torch.Tensor, u2: torch.Tensor, scale: float = 0.1, gather: bool = True
+) -> torch.Tensor:
     """TaU + SimCLR (Algorithm 1): mean over the 2N local anchors of NT-Xent with per-anchor alpha.
 
     ``z1, z2``: (N, d) embeddings of the two views (normalized here); ``u1, u2``: (N,) raw
@@ -48,8 +50,9 @@ def tau_nt_xent_loss(z1: torch.Tensor, z2: torch.Tensor, u1: torch.Tensor, u2: t
     return F.cross_entropy(scale_rows(sim, alpha), pos_idx)
 
 
-def tau_info_nce_loss(q: torch.Tensor, k: torch.Tensor, negatives: torch.Tensor, u_q: torch.Tensor,
-                      scale: float = 0.1, shift: bool = True) -> torch.Tensor:
+def tau_info_nce_loss(
+    q: torch.Tensor, k: torch.Tensor, negatives: torch.Tensor, u_q: torch.Tensor, scale: float = 0.1, shift: bool = True
+) -> torch.Tensor:
     """TaU + MoCo v2: InfoNCE of each query against its key and the queue, scaled by the query's alpha.
 
     ``q``: (N, d) queries, ``k``: (N, d) keys (no gradient), ``negatives``: (K, d) queue, all

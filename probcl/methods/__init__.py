@@ -1,4 +1,5 @@
 """Self-supervised methods, registered by name in ``METHODS`` (every module here is imported)."""
+
 import sys
 
 from probcl.core.discovery import import_submodules

@@ -7,14 +7,17 @@ no gradient to the encoder), stops on a non-finite loss, and builds the optimise
 the warm-up + cosine schedule. A method with momentum (target) networks declares them in
 :meth:`SSLMethod.momentum_pairs` and its EMA rate in :meth:`SSLMethod.momentum`; the base
 class applies the update after every optimiser step. Methods expose ``embed`` (backbone
-features) and ``project`` (projection-head output); what else they can do they declare with
-the mixins of :mod:`probcl.methods.capabilities` (uncertainty, stochastic encoder, energy).
+features) and ``project`` (projection-head output): the public entry points, without autograd, in
+batches, for any images (:mod:`probcl.models.inference`), over the differentiable one-batch hooks
+``embed_batch`` and ``project_batch`` that a method overrides; what else they can do they declare
+with the mixins of :mod:`probcl.methods.capabilities` (uncertainty, stochastic encoder, energy).
 """
+
 from __future__ import annotations
 
 import typing
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import lightning.pytorch as pl
 import torch
@@ -30,7 +33,11 @@ from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.models.backbones import build_backbone, memory_format_for
 from probcl.models.ema import ema_update_
 from probcl.models.heads import projection_head
+from probcl.models.inference import INFERENCE_BATCH_SIZE, Inference
 from probcl.models.pretrained import describe_pretrained, load_pretrained_
+
+if TYPE_CHECKING:
+    from probcl.models.inference import ImageInput
 
 METHODS: Registry[type[SSLMethod]] = Registry("method")
 
@@ -64,7 +71,7 @@ class NoParams:
 P = TypeVar("P")
 
 
-class SSLMethod(pl.LightningModule, Generic[P]):
+class SSLMethod(Inference, pl.LightningModule, Generic[P]):
     """Base class: ``class M(SSLMethod[MParams])`` implements :meth:`step`; ``self.hp`` is its validated MParams.
 
     ``Params`` is taken from the type argument; a subclass of a concrete method sets it (and
@@ -74,6 +81,7 @@ class SSLMethod(pl.LightningModule, Generic[P]):
     Params: ClassVar[type] = NoParams
     divergence_hint: ClassVar[str] = "lower optim.lr, or raise the temperature"
     hp: P
+    checkpoint_meta: dict[str, Any]  # set by probcl.load: the checkpoint's path, epoch and global step
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -91,14 +99,15 @@ class SSLMethod(pl.LightningModule, Generic[P]):
         self.save_hyperparameters({"config": self.cfg.to_dict(), "data_info": asdict(self.data_info)})
         self.hp = hp if hp is not None else self.params(self.cfg)
         self.normalizer = Normalizer(self.data_info.mean, self.data_info.std)
-        self.views = ViewGenerator(resolve_view_params(self.cfg.augment), self.data_info.image_size,
-                                   self.data_info.channels, self.normalizer)
+        self.views = ViewGenerator(
+            resolve_view_params(self.cfg.augment), self.data_info.image_size, self.data_info.channels, self.normalizer
+        )
         self.backbone = build_backbone(self.cfg.model, self.data_info.channels)
         if self.cfg.init:  # before build(): momentum copies of the backbone start from the same weights
             load_pretrained_(self.backbone, describe_pretrained(self.cfg.init, self.cfg.method))
         self.memory_format = memory_format_for(self.cfg)
         self.backbone.to(memory_format=self.memory_format)
-        self.feature_dim: int = self.backbone.out_dim
+        self.feature_dim: int = typing.cast(int, self.backbone.out_dim)
         classes = self.data_info.num_classes
         self.online_probe = nn.Linear(self.feature_dim, classes) if classes else None
         self.build()
@@ -140,17 +149,21 @@ class SSLMethod(pl.LightningModule, Generic[P]):
         """Complete ``cfg`` before a run starts (e.g. from a pretrained encoder); config.yaml records the result."""
         return cfg
 
-    # ----------------------------------------------------------------- public API
-    def embed(self, images: torch.Tensor) -> torch.Tensor:
-        """Backbone features (N, feature_dim) of uint8 or [0, 1] float images."""
+    # ----------------------------------------------------------------- public API (see Inference.embed)
+    def embed_batch(self, images: torch.Tensor) -> torch.Tensor:
+        """Backbone features (N, feature_dim) of one uint8 or [0, 1] float batch, with autograd."""
         return self.backbone(self.normalizer(images.to(self.device)).contiguous(memory_format=self.memory_format))
 
-    def project(self, images: torch.Tensor) -> torch.Tensor:
-        """Projection-head output (N, d) of uint8 or [0, 1] float images."""
-        return self.projector(self.embed(images))
+    def project_batch(self, images: torch.Tensor) -> torch.Tensor:
+        """Projection-head output (N, d) of one uint8 or [0, 1] float batch, with autograd."""
+        return self.projector(self.embed_batch(images))
+
+    def project(self, images: ImageInput, batch_size: int = INFERENCE_BATCH_SIZE) -> torch.Tensor:
+        """Projection-head output (N, d) of ``images`` (as for :meth:`embed`), without autograd."""
+        return self.infer(self.project_batch, images, batch_size)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        return self.embed(images)
+        return self.embed_batch(images)
 
     # ----------------------------------------------------------------- training
     def training_views(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -194,13 +207,13 @@ class SSLMethod(pl.LightningModule, Generic[P]):
 
     def trainable_named_parameters(self) -> list[tuple[str, nn.Parameter]]:
         """Parameters the optimiser updates (all but the probe, frozen and momentum copies)."""
-        return [(n, p) for n, p in self.named_parameters()
-                if p.requires_grad and not n.startswith("online_probe.")]
+        return [(n, p) for n, p in self.named_parameters() if p.requires_grad and not n.startswith("online_probe.")]
 
     def configure_optimizers(self):
         probe = list(self.online_probe.parameters()) if self.online_probe is not None else []
-        optimizer = build_optimizer(self.cfg.optim, self.trainable_named_parameters(), probe,
-                                    self.cfg.train.batch_size * world_size())
+        optimizer = build_optimizer(
+            self.cfg.optim, self.trainable_named_parameters(), probe, self.cfg.train.batch_size * world_size()
+        )
         total = max(1, int(self.trainer.estimated_stepping_batches))
         per_epoch = max(1, total // max(1, self.trainer.max_epochs))
         scheduler = build_scheduler(optimizer, self.cfg.optim, total, per_epoch)

@@ -9,6 +9,7 @@ stop-gradient. Loss (BYOL Eq. 2-3, scaled by ``w_byol`` as in the CEB paper App.
 xi <- tau xi + (1 - tau) theta with tau_k = 1 - (1 - tau_base)(cos(pi k / K) + 1) / 2,
 K = the run's total number of optimiser steps.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ class BYOL(DirectionalEncoder, SSLMethod[BYOLParams]):
         """Normalized prediction n(q(g(f(x)))) of uint8/[0,1] images: the mean direction mu_e of BYOL's
         encoder in the CEB view (CEB paper Eq. 13): BYOL is a deterministic :class:`DirectionalEncoder`,
         measured by the local Lipschitz evaluation with the suite's stated kappa."""
-        return F.normalize(self.predictor(self.project(images)), dim=1)
+        return F.normalize(self.predictor(self.project_batch(images)), dim=1)
 
     @torch.no_grad()
     def target(self, view: torch.Tensor) -> torch.Tensor:

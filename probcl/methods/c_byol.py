@@ -11,6 +11,7 @@ BYOL with a stochastic, compressed prediction. Per direction (x, x'):
 summed over both directions (as BYOL's loss here), each a batch mean. m is a trainable
 (not EMA) 2-layer MLP; the target f_xi, g_xi follows BYOL's cosine EMA schedule.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,8 +59,9 @@ class CBYOL(StochasticEncoder, BYOL):
         """kappa_e of e(z|x) (used by the local Lipschitz evaluation)."""
         return self.hp.kappa_e
 
-    def _direction(self, p: torch.Tensor, t_self: torch.Tensor, t_other: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _direction(
+        self, p: torch.Tensor, t_self: torch.Tensor, t_other: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Eq. 17 for one direction: (loss, mean regression term, mean residual information)."""
         e = VonMisesFisher(F.normalize(vmf_precision(p), dim=1), self.hp.kappa_e)
         z = e.rsample()
@@ -75,6 +77,9 @@ class CBYOL(StochasticEncoder, BYOL):
         t1, t2 = self.target(view1), self.target(view2)
         loss12, reg12, res12 = self._direction(p1, t1, t2)
         loss21, reg21, res21 = self._direction(p2, t2, t1)
-        logs = {"regression": (reg12 + reg21).detach(), "residual_xzy": (0.5 * (res12 + res21)).detach(),
-                "embedding_std": self.collapse_watch(z1, self.global_step)}
+        logs = {
+            "regression": (reg12 + reg21).detach(),
+            "residual_xzy": (0.5 * (res12 + res21)).detach(),
+            "embedding_std": self.collapse_watch(z1, self.global_step),
+        }
         return StepOutput(loss12 + loss21, h1, logs)

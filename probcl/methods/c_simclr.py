@@ -6,6 +6,7 @@ z ~ e, and the bidirectional CEB loss beta * I(X;Z|Y) - I(Y;Z) with the CatGen d
 over the batch. No parameters are added; the deterministic backbone output h is the
 representation used downstream.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,16 +23,22 @@ from probcl.methods.capabilities import StochasticEncoder
 
 @dataclass
 class CSimCLRParams:
-    kappa_e: Annotated[float, Positive] = 1024.0  # concentration of the forward encoder e(z|x); .inf = SimCLR limit (beta = 0 only)
-    kappa_b: Annotated[float, Positive] = 10.0  # concentration of the backward encoder b(z|y); plays SimCLR's 1 / temperature
+    kappa_e: Annotated[float, Positive] = (
+        1024.0  # concentration of the forward encoder e(z|x); .inf = SimCLR limit (beta = 0 only)
+    )
+    kappa_b: Annotated[float, Positive] = (
+        10.0  # concentration of the backward encoder b(z|y); plays SimCLR's 1 / temperature
+    )
     beta: Annotated[float, NonNegative] = 1.0  # compression strength (Eq. 1)
     candidates: Candidates = "cross-view"  # CatGen candidates: cross-view (B, paper) | both-views (2B-1, authors' code)
     gather_distributed: bool = True  # candidates from all ranks (with gradient) under DDP
 
     def __post_init__(self) -> None:
         if self.kappa_e == float("inf") and self.beta != 0:
-            raise ConfigError("method_args.kappa_e = .inf (deterministic z) needs method_args.beta = 0: "
-                              "with a point-mass encoder the residual information I(X;Z|Y) is infinite")
+            raise ConfigError(
+                "method_args.kappa_e = .inf (deterministic z) needs method_args.beta = 0: "
+                "with a point-mass encoder the residual information I(X;Z|Y) is infinite"
+            )
 
 
 @METHODS.register("c-simclr")
@@ -47,12 +54,19 @@ class CSimCLR(StochasticEncoder, SSLMethod[CSimCLRParams]):
 
     def encoder_mean(self, images: torch.Tensor) -> torch.Tensor:
         """Mean direction r_x of e(z|x): the normalized projection of uint8/[0,1] images."""
-        return F.normalize(self.project(images), dim=1)
+        return F.normalize(self.project_batch(images), dim=1)
 
     def step(self, view1, view2, batch) -> StepOutput:
         h1, h2 = self.backbone(view1), self.backbone(view2)
-        terms = c_simclr_loss(self.projector(h1), self.projector(h2), self.hp.kappa_e, self.hp.kappa_b,
-                              self.hp.beta, self.hp.candidates, self.hp.gather_distributed)
+        terms = c_simclr_loss(
+            self.projector(h1),
+            self.projector(h2),
+            self.hp.kappa_e,
+            self.hp.kappa_b,
+            self.hp.beta,
+            self.hp.candidates,
+            self.hp.gather_distributed,
+        )
         logs = {"info_yz": terms.information.detach()}
         if terms.residual is not None:
             logs["residual_xzy"] = terms.residual.detach()

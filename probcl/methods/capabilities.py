@@ -11,18 +11,27 @@ probabilistic ones add one or more of the mixins below, and every consumer (the 
 - :class:`StochasticEncoder`: a von Mises-Fisher encoder e(z|x) = vMF(mean(x), kappa_e).
 - :class:`EnergyModel`: an image energy E(x) and the SGLD settings that sample from exp(-E).
 
-Images are uint8 or [0, 1] float tensors (N, C, H, W), as for ``embed``, unless a method says
-it takes *normalized* network inputs.
+Images are uint8 or [0, 1] float tensors (N, C, H, W), as for ``embed_batch``, unless a method says
+it takes *normalized* network inputs. ``uncertainty`` is, like ``embed``, a public entry point
+(no autograd, in batches, any images: :mod:`probcl.models.inference`) over the method's
+differentiable ``uncertainty_batch``.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from probcl.errors import ConfigError
+from probcl.models.inference import INFERENCE_BATCH_SIZE
 from probcl.samplers.sgld import MSGLDConfig
+
+if TYPE_CHECKING:
+    from probcl.models.inference import ImageInput
 
 
 class HasUncertainty(ABC):
@@ -30,17 +39,33 @@ class HasUncertainty(ABC):
 
     uncertainty_scores: ClassVar[tuple[str, ...]]
 
+    if TYPE_CHECKING:  # provided by Inference, which every method inherits through SSLMethod
+
+        def infer(
+            self, fn: Callable[[torch.Tensor], Any], images: ImageInput, batch_size: int = ...
+        ) -> torch.Tensor: ...
+
     @abstractmethod
-    def uncertainty(self, images: torch.Tensor, score: str | None = None) -> torch.Tensor:
-        """Per-image uncertainty (N,), higher = more uncertain; ``score`` is one of ``uncertainty_scores``."""
+    def uncertainty_batch(self, images: torch.Tensor, score: str) -> torch.Tensor:
+        """Per-image uncertainty (N,) of one batch, with autograd; ``score``: one of ``uncertainty_scores``."""
+
+    def uncertainty(
+        self, images: ImageInput, score: str | None = None, batch_size: int = INFERENCE_BATCH_SIZE
+    ) -> torch.Tensor:
+        """Per-image uncertainty (N,) of ``images`` (as for ``embed``), higher = more uncertain, without
+        autograd; ``score`` is one of ``uncertainty_scores`` (default: the first)."""
+        name = self.uncertainty_score_name(score)
+        return self.infer(partial(self.uncertainty_batch, score=name), images, batch_size)
 
     def uncertainty_score_name(self, score: str | None = None) -> str:
         """``score`` checked against ``uncertainty_scores`` (None = the default score)."""
         if score is None:
             return self.uncertainty_scores[0]
         if score not in self.uncertainty_scores:
-            raise ConfigError(f"unknown uncertainty score {score!r} for {type(self).__name__}; "
-                              f"valid: {', '.join(self.uncertainty_scores)}")
+            raise ConfigError(
+                f"unknown uncertainty score {score!r} for {type(self).__name__}; "
+                f"valid: {', '.join(self.uncertainty_scores)}"
+            )
         return score
 
 

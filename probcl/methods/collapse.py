@@ -5,6 +5,7 @@ output: it is 0 when every image maps to one point, and about 1/sqrt(d) when the
 are spread uniformly over the unit sphere in d dimensions. The watch logs the mean std
 and warns once when std * sqrt(d) falls below a threshold.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,7 +23,9 @@ from probcl.config import NonNegative
 class CollapseParams:
     """Hyper-parameter shared by the methods that watch for collapse."""
 
-    collapse_threshold: Annotated[float, NonNegative] = 0.1  # warn when std * sqrt(d) drops below this (uniform sphere: ~1)
+    collapse_threshold: Annotated[float, NonNegative] = (
+        0.1  # warn when std * sqrt(d) drops below this (uniform sphere: ~1)
+    )
 
 
 def embedding_std(z: torch.Tensor) -> torch.Tensor:

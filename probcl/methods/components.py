@@ -8,6 +8,7 @@
   unless ``shuffle_bn`` is off (use ``train.sync_batchnorm`` instead).
 * :class:`KeyQueue`: a FIFO dictionary of keys (MoCo Sec. 3.1), identical on every rank.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -43,8 +44,9 @@ class QueueParams(MomentumKeyParams):
 
 def moco_head(feature_dim: int, mc: ModelConfig, batch_norm: bool, extra_outputs: int = 0) -> nn.Sequential:
     """MoCo v2's projection MLP to ``mc.proj_out + extra_outputs`` units (BatchNorm only when asked)."""
-    return mlp(feature_dim, mc.proj_hidden, mc.proj_out + extra_outputs, mc.proj_layers, batch_norm=batch_norm,
-               act=mc.act)
+    return mlp(
+        feature_dim, mc.proj_hidden, mc.proj_out + extra_outputs, mc.proj_layers, batch_norm=batch_norm, act=mc.act
+    )
 
 
 class MomentumKeyEncoder(nn.Module):
@@ -66,7 +68,7 @@ class MomentumKeyEncoder(nn.Module):
 
 
 class KeyQueue(nn.Module):
-    """A FIFO of ``size`` keys of dimension ``dim`` (buffers ``queue`` and ``ptr``), started with random unit vectors."""
+    """A FIFO of ``size`` keys of dimension ``dim`` (buffers ``queue``, ``ptr``), started with random unit vectors."""
 
     queue: torch.Tensor
     ptr: torch.Tensor
@@ -86,8 +88,10 @@ class KeyQueue(nn.Module):
         keys = gather_no_grad(keys)
         size = self.queue.shape[0]
         if keys.shape[0] > size:
-            raise ConfigError(f"method_args.queue_size={size} is smaller than the {keys.shape[0]} keys of one "
-                              f"global batch; raise queue_size")
+            raise ConfigError(
+                f"method_args.queue_size={size} is smaller than the {keys.shape[0]} keys of one "
+                f"global batch; raise queue_size"
+            )
         ptr = int(self.ptr)
         slots = (ptr + torch.arange(keys.shape[0], device=self.queue.device)) % size
         self.queue[slots] = keys.to(self.queue.dtype)
@@ -108,7 +112,7 @@ def rename_state_keys(renames: dict[str, str]) -> Callable[..., None]:
             for old, new in renames.items():
                 old_key = prefix + old
                 if key == old_key or key.startswith(old_key + "."):
-                    state_dict[prefix + new + key[len(old_key):]] = state_dict.pop(key)
+                    state_dict[prefix + new + key[len(old_key) :]] = state_dict.pop(key)
                     break
 
     return hook

@@ -5,6 +5,7 @@ buffer with multi-stage proximal SGLD on the energy of Eq. 20 (against the detac
 second-view projections); loss = Eq. 18 + lambda x (E(data) - E(samples)) (Eq. 14).
 The paper removes BatchNorm and uses leaky ReLU (``model.norm: none, model.act: leaky_relu``).
 """
+
 from __future__ import annotations
 
 import math
@@ -27,14 +28,18 @@ BUFFER_KEY = "ebclr_replay_buffer"
 class EBCLRParams:
     temperature: Annotated[float, Positive] = 0.1  # tau of Eq. 6 (on squared distances of unit vectors)
     lam: Annotated[float, NonNegative] = 0.1  # lambda of Eq. 11 (section 4.3)
-    proj_norm_weight: Annotated[float, NonNegative] = 0.0  # lambda1 of the authors' code (1e-3): sum of squared unnormalized projections
+    proj_norm_weight: Annotated[float, NonNegative] = (
+        0.0  # lambda1 of the authors' code (1e-3): sum of squared unnormalized projections
+    )
     others: Literal["2n-1", "n"] = "2n-1"  # candidates of Eq. 18: the 2N-1 other views, or the N second views
     sgld: MSGLDConfig = field(default_factory=MSGLDConfig)  # T, alpha, delta, sigma_min/max, K
     buffer_size: Annotated[int, AtLeast(1)] = 50000  # replay buffer entries (split across ranks under DDP)
     reinit_prob: Annotated[float, Probability] = 0.2  # rho: paper 0.2; authors' configs 0.4 MNIST, 0.6 FMNIST
     proposal: Literal["data", "uniform"] = "data"  # q0 for re-initialised chains
     gather_distributed: bool = True  # negatives and energy references from all ranks under DDP
-    max_grad_norm: Annotated[float, NonNegative] = 1.0e4  # stop when the parameter-gradient norm exceeds this (0 = never)
+    max_grad_norm: Annotated[float, NonNegative] = (
+        1.0e4  # stop when the parameter-gradient norm exceeds this (0 = never)
+    )
 
     def __post_init__(self) -> None:
         s = self.sgld
@@ -46,8 +51,10 @@ class EBCLRParams:
 class EBCLR(EnergyModel, SSLMethod[EBCLRParams]):
     """Discriminative term (Eq. 18) + lambda x generative EBM term (Eq. 13-14, energy Eq. 20) with MSGLD."""
 
-    divergence_hint = ("lower method_args.sgld.step_size (alpha), tighten method_args.sgld.clamp (delta), "
-                       "or lower method_args.lam (lambda) / optim.lr")
+    divergence_hint = (
+        "lower method_args.sgld.step_size (alpha), tighten method_args.sgld.clamp (delta), "
+        "or lower method_args.lam (lambda) / optim.lr"
+    )
 
     def build(self) -> None:
         super().build()
@@ -95,20 +102,34 @@ class EBCLR(EnergyModel, SSLMethod[EBCLRParams]):
             return StepOutput(out.total, h1, {"disc_loss": out.discriminative.detach()})
         z_ref = gather_with_grad(z2) if hp.gather_distributed else z2
         reference = z_ref.detach()
-        trace = self.sampler.sample(lambda v: self.image_energy(v, reference), len(view1), self._proposal_fn(batch[0]),
-                                    view1.device, self.normalizer.bounds())
+        trace = self.sampler.sample(
+            lambda v: self.image_energy(v, reference),
+            len(view1),
+            self._proposal_fn(batch[0]),
+            view1.device,
+            self.normalizer.bounds(),
+        )
         if not (math.isfinite(trace.max_grad_norm) and torch.isfinite(trace.samples).all()):
-            self._diverged(f"SGLD input gradients became {trace.max_grad_norm}",
-                           "lower method_args.sgld.step_size (alpha) or method_args.sgld.clamp (delta)")
+            self._diverged(
+                f"SGLD input gradients became {trace.max_grad_norm}",
+                "lower method_args.sgld.step_size (alpha) or method_args.sgld.clamp (delta)",
+            )
         z_samples = self.projector(self.backbone(trace.samples))
-        out = ebclr_loss(z1, z2, z_samples, z_ref, hp.temperature, hp.lam, hp.others, hp.gather_distributed,
-                         hp.proj_norm_weight)
+        out = ebclr_loss(
+            z1, z2, z_samples, z_ref, hp.temperature, hp.lam, hp.others, hp.gather_distributed, hp.proj_norm_weight
+        )
         if not (torch.isfinite(out.energy_data) and torch.isfinite(out.energy_samples)):
-            self._diverged(f"energies became {out.energy_data.item()} (data) / {out.energy_samples.item()} (samples)",
-                           self.divergence_hint)
-        logs = {"disc_loss": out.discriminative.detach(), "gen_loss": out.generative.detach(),
-                "energy_data": out.energy_data, "energy_samples": out.energy_samples,
-                "sgld_grad_norm": torch.tensor(trace.max_grad_norm)}
+            self._diverged(
+                f"energies became {out.energy_data.item()} (data) / {out.energy_samples.item()} (samples)",
+                self.divergence_hint,
+            )
+        logs = {
+            "disc_loss": out.discriminative.detach(),
+            "gen_loss": out.generative.detach(),
+            "energy_data": out.energy_data,
+            "energy_samples": out.energy_samples,
+            "sgld_grad_norm": torch.tensor(trace.max_grad_norm),
+        }
         return StepOutput(out.total, h1, logs)
 
     def on_before_optimizer_step(self, optimizer) -> None:
@@ -119,8 +140,11 @@ class EBCLR(EnergyModel, SSLMethod[EBCLRParams]):
         norm = torch.nn.utils.get_total_norm(grads).item()
         self.log("train/grad_norm", norm, batch_size=self.cfg.train.batch_size)
         if not math.isfinite(norm) or (self.hp.max_grad_norm > 0 and norm > self.hp.max_grad_norm):
-            self._diverged(f"the parameter-gradient norm reached {norm:.3g} (limit method_args.max_grad_norm="
-                           f"{self.hp.max_grad_norm:g})", self.divergence_hint)
+            self._diverged(
+                f"the parameter-gradient norm reached {norm:.3g} (limit method_args.max_grad_norm="
+                f"{self.hp.max_grad_norm:g})",
+                self.divergence_hint,
+            )
 
     def _diverged(self, what: str, fix: str) -> None:
         raise TrainingDivergedError(

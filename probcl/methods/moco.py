@@ -12,6 +12,7 @@ Under DDP the keys of all ranks are gathered before they are enqueued, so every 
 the same queue, and the key encoder's BatchNorm sees a batch shuffled across ranks
 (shuffle-BN, MoCo Sec. 3.3) unless ``shuffle_bn`` is off. On one process no shuffle is done.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,8 +57,10 @@ class MomentumContrast(SSLMethod[QP]):
         self.projector = self.query_head()
         self.key_encoder = MomentumKeyEncoder(self.backbone, self.key_head(), self.hp.shuffle_bn)
         if self.hp.queue_size < self.cfg.train.batch_size:
-            raise ConfigError(f"method_args.queue_size={self.hp.queue_size} is smaller than train.batch_size="
-                              f"{self.cfg.train.batch_size}; raise queue_size (MoCo uses 4096 to 65536)")
+            raise ConfigError(
+                f"method_args.queue_size={self.hp.queue_size} is smaller than train.batch_size="
+                f"{self.cfg.train.batch_size}; raise queue_size (MoCo uses 4096 to 65536)"
+            )
         self.key_queue = KeyQueue(self.hp.queue_size, self.cfg.model.proj_out)
         self.register_load_state_dict_pre_hook(rename_state_keys({**LEGACY_KEY_ENCODER_NAMES, **LEGACY_QUEUE_NAMES}))
 

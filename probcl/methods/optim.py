@@ -1,4 +1,5 @@
 """Optimisers (SGD, Adam, AdamW, LARS) and the per-step warm-up + cosine learning-rate schedule."""
+
 from __future__ import annotations
 
 import math
@@ -25,10 +26,18 @@ class LARS(torch.optim.Optimizer):
     (biases, norm layers, probes) get plain SGD with momentum and no weight decay, as in SimCLR/BYOL.
     """
 
-    def __init__(self, params: Iterable, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
-                 eta: float = 0.001, clip: bool = False) -> None:
-        super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, eta=eta, clip=clip,
-                                      lars=True))
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float,
+        momentum: float = 0.9,
+        weight_decay: float = 0.0,
+        eta: float = 0.001,
+        clip: bool = False,
+    ) -> None:
+        super().__init__(
+            params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, eta=eta, clip=clip, lars=True)
+        )
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -41,8 +50,9 @@ class LARS(torch.optim.Optimizer):
                 if group["lars"]:
                     grad = grad.add(p, alpha=group["weight_decay"])
                     w_norm, g_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(grad)
-                    trust = torch.where((w_norm > 0) & (g_norm > 0), group["eta"] * w_norm / g_norm,
-                                        torch.ones_like(w_norm))
+                    trust = torch.where(
+                        (w_norm > 0) & (g_norm > 0), group["eta"] * w_norm / g_norm, torch.ones_like(w_norm)
+                    )
                     if group["clip"] and group["lr"] > 0:
                         trust = trust.clamp(max=group["lr"]) / group["lr"]
                     grad = grad.mul(trust)
@@ -59,8 +69,9 @@ def _is_excluded(name: str, param: nn.Parameter) -> bool:
     return param.ndim <= 1  # biases and normalisation parameters
 
 
-def build_optimizer(cfg: OptimConfig, named_params: list[tuple[str, nn.Parameter]],
-                    probe_params: list[nn.Parameter], batch_size: int) -> torch.optim.Optimizer:
+def build_optimizer(
+    cfg: OptimConfig, named_params: list[tuple[str, nn.Parameter]], probe_params: list[nn.Parameter], batch_size: int
+) -> torch.optim.Optimizer:
     """Optimiser over the method's parameters plus a separate, weight-decay-free probe group.
 
     The probe group is marked ``scheduled=False`` so the schedule leaves its lr alone.
@@ -70,8 +81,13 @@ def build_optimizer(cfg: OptimConfig, named_params: list[tuple[str, nn.Parameter
     groups: list[dict] = []
     if cfg.name == "lars":
         groups.append(dict(params=[p for n, p in named_params if p.requires_grad and not _is_excluded(n, p)]))
-        groups.append(dict(params=[p for n, p in named_params if p.requires_grad and _is_excluded(n, p)],
-                           lars=False, weight_decay=0.0))
+        groups.append(
+            dict(
+                params=[p for n, p in named_params if p.requires_grad and _is_excluded(n, p)],
+                lars=False,
+                weight_decay=0.0,
+            )
+        )
     else:
         groups.append(dict(params=params))
     groups = [g for g in groups if g["params"]]
@@ -86,8 +102,9 @@ def build_optimizer(cfg: OptimConfig, named_params: list[tuple[str, nn.Parameter
         return torch.optim.Adam(groups, lr=lr, weight_decay=cfg.weight_decay)
     if cfg.name == "adamw":
         return torch.optim.AdamW(groups, lr=lr, weight_decay=cfg.weight_decay)
-    return LARS(groups, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, eta=cfg.lars_eta,
-                clip=cfg.lars_clip)
+    return LARS(
+        groups, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, eta=cfg.lars_eta, clip=cfg.lars_clip
+    )
 
 
 def lr_factor(step: int, total_steps: int, warmup_steps: int, schedule: str, min_ratio: float = 0.0) -> float:
@@ -100,13 +117,15 @@ def lr_factor(step: int, total_steps: int, warmup_steps: int, schedule: str, min
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, cfg: OptimConfig, total_steps: int,
-                    steps_per_epoch: int) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, cfg: OptimConfig, total_steps: int, steps_per_epoch: int
+) -> torch.optim.lr_scheduler.LambdaLR:
     """Per-step LambdaLR applying :func:`lr_factor` to scheduled groups (probe groups stay constant)."""
     warmup = int(round(cfg.warmup_epochs * steps_per_epoch))
     lambdas = [
         (lambda step: lr_factor(step, total_steps, warmup, cfg.schedule, cfg.min_lr_ratio))
-        if group.get("scheduled", True) else (lambda step: 1.0)
+        if group.get("scheduled", True)
+        else (lambda step: 1.0)
         for group in optimizer.param_groups
     ]
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambdas)

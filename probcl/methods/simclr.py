@@ -1,4 +1,5 @@
 """SimCLR (Chen et al. 2020): NT-Xent between the projections of two views."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -4,6 +4,7 @@ h = f(x), z = g(h) (projection with BatchNorm on its output), p = q(z) (bottlene
 
     L = D(p1, sg(z2)) / 2 + D(p2, sg(z1)) / 2,   D(p, z) = -cos(p, z)          (SimSiam Eq. 1, 4)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -20,7 +21,9 @@ from probcl.models.heads import mlp, predictor_head
 
 @dataclass
 class SimSiamParams(CollapseParams):
-    pred_hidden: Annotated[int | None, AtLeast(1)] = None  # predictor bottleneck; default proj_out // 4 (SimSiam: 2048 -> 512)
+    pred_hidden: Annotated[int | None, AtLeast(1)] = (
+        None  # predictor bottleneck; default proj_out // 4 (SimSiam: 2048 -> 512)
+    )
 
 
 @METHODS.register("simsiam")
@@ -33,8 +36,15 @@ class SimSiam(SSLMethod[SimSiamParams]):
         mc = self.cfg.model
         # Sec. 3: BN on every projection layer, the output one included (no affine, as in the authors' code).
         self.projector = nn.Sequential(
-            mlp(self.feature_dim, mc.proj_hidden, mc.proj_out, mc.proj_layers, batch_norm=True, act=mc.act,
-                last_bias=False),
+            mlp(
+                self.feature_dim,
+                mc.proj_hidden,
+                mc.proj_out,
+                mc.proj_layers,
+                batch_norm=True,
+                act=mc.act,
+                last_bias=False,
+            ),
             nn.BatchNorm1d(mc.proj_out, affine=False),
         )
         self.predictor = predictor_head(mc.proj_out, self.hp.pred_hidden or max(1, mc.proj_out // 4))

@@ -11,12 +11,13 @@ the objective is forgiving about where the input lands: the input is uncertain.
   file); only a temperature head (and, optionally, a fresh projection) is trained with the
   TaU-SimCLR objective (paper Table 3).
 """
+
 from __future__ import annotations
 
 import dataclasses
 import warnings
 from dataclasses import dataclass
-from typing import Annotated, ClassVar
+from typing import TYPE_CHECKING, Annotated, ClassVar, Generic, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -61,6 +62,7 @@ class TauParams(TemperatureScaleParams):
 def constant_u_at_start(head: nn.Sequential) -> nn.Sequential:
     """Zero the last layer's u output: every input starts at u = 0, the fixed temperature 2 * scale."""
     last = head[-1]
+    assert isinstance(last, nn.Linear)
     with torch.no_grad():
         last.weight[-1].zero_()
         if last.bias is not None:
@@ -68,44 +70,56 @@ def constant_u_at_start(head: nn.Sequential) -> nn.Sequential:
     return head
 
 
-class TemperatureAsUncertainty(HasUncertainty):
+TP = TypeVar("TP", bound=TemperatureScaleParams)
+
+
+class TemperatureAsUncertainty(HasUncertainty, Generic[TP]):
     """Shared by the TaU methods: ``self.projector`` maps backbone features to [embedding, u]."""
 
     uncertainty_scores: ClassVar[tuple[str, ...]] = UNCERTAINTY_SCORES
     divergence_hint: ClassVar[str] = "lower optim.lr (the paper uses 1e-4 for TaU) or raise method_args.scale"
+
+    if TYPE_CHECKING:  # provided by SSLMethod, which every TaU method also inherits
+        hp: TP
+        projector: nn.Sequential
+
+        def embed_batch(self, images: torch.Tensor) -> torch.Tensor: ...
 
     def split(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Backbone features (N, F) -> embedding (N, d) and raw temperature output u (N,)."""
         out = self.projector(h)
         return out[:, :-1], out[:, -1]
 
-    def project(self, images: torch.Tensor) -> torch.Tensor:
-        """The d-dim embedding (without u) of uint8 or [0, 1] float images."""
-        return self.split(self.embed(images))[0]
+    def project_batch(self, images: torch.Tensor) -> torch.Tensor:
+        """The d-dim embedding (without u) of one uint8 or [0, 1] float batch."""
+        return self.split(self.embed_batch(images))[0]
 
     def raw_u(self, images: torch.Tensor) -> torch.Tensor:
-        """Pre-sigmoid temperature output u (N,): the inverse temperature is sigmoid(u) / scale."""
-        return self.split(self.embed(images))[1]
+        """Pre-sigmoid temperature output u (N,) of one batch: the inverse temperature is sigmoid(u) / scale."""
+        return self.split(self.embed_batch(images))[1]
 
-    def uncertainty(self, images: torch.Tensor, score: str | None = None) -> torch.Tensor:
-        """Per-image uncertainty (higher = more uncertain); ``score`` is one of ``UNCERTAINTY_SCORES``
-        (default ``neg_u``)."""
-        return uncertainty_from_u(self.raw_u(images), self.uncertainty_score_name(score))
+    def uncertainty_batch(self, images: torch.Tensor, score: str) -> torch.Tensor:
+        """Per-image uncertainty (higher = more uncertain); ``score`` is one of ``UNCERTAINTY_SCORES``."""
+        return uncertainty_from_u(self.raw_u(images), score)
 
     def temperature_logs(self, u: torch.Tensor) -> dict[str, torch.Tensor]:
         u = u.detach()
-        return {"temperature": (1.0 / inverse_temperature(u, self.hp.scale)).mean(), "u_mean": u.mean(),
-                "u_std": u.std()}
+        return {
+            "temperature": (1.0 / inverse_temperature(u, self.hp.scale)).mean(),
+            "u_mean": u.mean(),
+            "u_std": u.std(),
+        }
 
 
 @METHODS.register("tau-simclr")
-class TauSimCLR(TemperatureAsUncertainty, SSLMethod[TauParams]):
+class TauSimCLR(TemperatureAsUncertainty[TauParams], SSLMethod[TauParams]):
     """SimCLR whose fixed temperature is replaced by a per-view learned one (Algorithm 1)."""
 
     def build(self) -> None:
         mc = self.cfg.model
-        self.projector = constant_u_at_start(projection_head(self.feature_dim, mc.proj_hidden, mc.proj_out + 1,
-                                                             mc.proj_layers, mc.norm, mc.act))
+        self.projector = constant_u_at_start(
+            projection_head(self.feature_dim, mc.proj_hidden, mc.proj_out + 1, mc.proj_layers, mc.norm, mc.act)
+        )
 
     def step(self, view1, view2, batch) -> StepOutput:
         h1, h2 = self.backbone(view1), self.backbone(view2)
@@ -131,7 +145,7 @@ class EmbeddingOnly(nn.Module):
 
 
 @METHODS.register("tau-moco")
-class TauMoCo(TemperatureAsUncertainty, MomentumContrast[TauMoCoParams]):
+class TauMoCo(TemperatureAsUncertainty[TauMoCoParams], MomentumContrast[TauMoCoParams]):
     """MoCo v2 whose query logits (positive and queue) are scaled by the query's learned alpha."""
 
     def query_head(self) -> nn.Sequential:
@@ -184,10 +198,13 @@ class TauPosthoc(TauSimCLR):
             recorded = {k: source.model[k] for k in BACKBONE_FIELDS if k in source.model}
             changed = {k: v for k, v in recorded.items() if getattr(model, k) != v}
             if changed:
-                warnings.warn(f"{cfg.method}: model settings taken from the pretrained encoder {source.path}: "
-                              + ", ".join(f"model.{k}={v}" for k, v in changed.items()), stacklevel=2)
+                warnings.warn(
+                    f"{cfg.method}: model settings taken from the pretrained encoder {source.path}: "
+                    + ", ".join(f"model.{k}={v}" for k, v in changed.items()),
+                    stacklevel=2,
+                )
             model = dataclasses.replace(model, **recorded)
-        if source.mean is not None and "input_mean" not in args:
+        if source.mean is not None and source.std is not None and "input_mean" not in args:
             args.update(input_mean=list(source.mean), input_std=list(source.std))
         return dataclasses.replace(cfg, model=model, method_args=args)
 
@@ -204,8 +221,9 @@ class TauPosthoc(TauSimCLR):
     def _set_input_normalization(self, mean: list[float], std: list[float]) -> None:
         channels = self.data_info.channels
         if len(mean) != channels or len(std) != channels:
-            raise ConfigError(f"method_args.input_mean/input_std need {channels} values (one per channel), "
-                              f"got {mean} / {std}")
+            raise ConfigError(
+                f"method_args.input_mean/input_std need {channels} values (one per channel), got {mean} / {std}"
+            )
         self.normalizer.mean.copy_(torch.tensor(mean).view_as(self.normalizer.mean))
         self.normalizer.std.copy_(torch.tensor(std).view_as(self.normalizer.std))
         self.data_info = dataclasses.replace(self.data_info, mean=list(mean), std=list(std))

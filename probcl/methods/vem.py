@@ -17,6 +17,7 @@ trained encoder after every optimiser step; VEM's sampler replaces MoCo's queue.
   (Eq. 8), each step a forward and backward pass through the encoder
   (:mod:`probcl.samplers.image_bank`); their projections are the negatives.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -70,7 +71,9 @@ class FeatureBankParams(VEMParams):
 
 @dataclass
 class VEMLangevinParams(FeatureBankParams):
-    noise_scale: Annotated[float | None, NonNegative] = None  # eps; None = sqrt(1 / N) (optimizer), sqrt(t / N) (literal)
+    noise_scale: Annotated[float | None, NonNegative] = (
+        None  # eps; None = sqrt(1 / N) (optimizer), sqrt(t / N) (literal)
+    )
 
 
 @dataclass
@@ -139,8 +142,9 @@ class VEM(SSLMethod[VP]):
     def build_sampler(self) -> None:
         raise NotImplementedError
 
-    def sample_negatives(self, queries: torch.Tensor, view1: torch.Tensor
-                         ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def sample_negatives(
+        self, queries: torch.Tensor, view1: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Move the sampler with this step's detached, normalized ``queries``; return the negatives (M, k)
         and the sampler's diagnostics for ``metrics.jsonl``."""
         raise NotImplementedError
@@ -156,8 +160,11 @@ class VEM(SSLMethod[VP]):
         loss = info_nce_loss(q, k, negatives, self.hp.temperature)
         with torch.no_grad():
             logits = queue_logits(q, k, negatives)
-            logs = {"key_top1": (logits.argmax(dim=1) == 0).float().mean(),
-                    "negative_max_cos": logits[:, 1:].max(dim=1).values.mean(), **sampler_logs}
+            logs = {
+                "key_top1": (logits.argmax(dim=1) == 0).float().mean(),
+                "negative_max_cos": logits[:, 1:].max(dim=1).values.mean(),
+                **sampler_logs,
+            }
         return StepOutput(loss, h1, logs)
 
 
@@ -171,8 +178,9 @@ class _FeatureVEM(VEM[FP]):
         raise NotImplementedError
 
     def build_sampler(self) -> None:
-        self.memory = FeatureBank(self.hp.bank_size, self.cfg.model.proj_out, self.bank_sampler(),
-                                  seed=self.cfg.train.seed)
+        self.memory = FeatureBank(
+            self.hp.bank_size, self.cfg.model.proj_out, self.bank_sampler(), seed=self.cfg.train.seed
+        )
 
     def bank_lr_scale(self) -> float:
         """The backbone schedule's current factor (lr / initial lr), or 1 outside a fit or when not asked."""
@@ -181,8 +189,9 @@ class _FeatureVEM(VEM[FP]):
         group = self.trainer.optimizers[0].param_groups[0]
         return float(group["lr"]) / float(group.get("initial_lr", group["lr"]))
 
-    def sample_negatives(self, queries: torch.Tensor, view1: torch.Tensor
-                         ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def sample_negatives(
+        self, queries: torch.Tensor, view1: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         step = self.memory.update(queries, self.sampler_seed(), self.bank_lr_scale())
         return step.negatives, {"bank_query_cos": step.nearest_query_cosine, "bank_displacement": step.displacement}
 
@@ -193,8 +202,16 @@ class VEMLangevin(_FeatureVEM[VEMLangevinParams]):
 
     def bank_sampler(self) -> BankSampler:
         hp = self.hp
-        return BankSampler("langevin", hp.bank_temperature, hp.steps, hp.step_size, hp.schedule, hp.noise_scale,
-                           update=hp.bank_update, momentum=hp.bank_momentum)
+        return BankSampler(
+            "langevin",
+            hp.bank_temperature,
+            hp.steps,
+            hp.step_size,
+            hp.schedule,
+            hp.noise_scale,
+            update=hp.bank_update,
+            momentum=hp.bank_momentum,
+        )
 
 
 @METHODS.register("vem-svgd")
@@ -203,21 +220,48 @@ class VEMSVGD(_FeatureVEM[VEMSVGDParams]):
 
     def bank_sampler(self) -> BankSampler:
         hp = self.hp
-        return BankSampler("svgd", hp.bank_temperature, hp.steps, hp.step_size, hp.schedule,
-                           kernel=hp.kernel, bandwidth=hp.bandwidth, update=hp.bank_update, momentum=hp.bank_momentum)
+        return BankSampler(
+            "svgd",
+            hp.bank_temperature,
+            hp.steps,
+            hp.step_size,
+            hp.schedule,
+            kernel=hp.kernel,
+            bandwidth=hp.bandwidth,
+            update=hp.bank_update,
+            momentum=hp.bank_momentum,
+        )
 
 
 @METHODS.register("vem-image")
 class VEMImage(VEM[VEMImageParams]):
-    """VEM-Image: Langevin on K image particles (Eq. 8); negatives are their projections."""
+    """VEM-Image: Langevin on K image particles (Eq. 8); negatives are their projections.
+
+    BatchNorm: the Langevin moves and the negatives' projections both use the running (data)
+    statistics (eval mode), while the queries use their batch's statistics, which estimate the
+    same data statistics. Normalising the particles by *their own* batch statistics would erase
+    the mean and scale by which model samples differ from data, which is what the contrast is
+    meant to see, and would make a particle's negative depend on the other particles (tested:
+    it does not). No gradient flows through f(x'): as in Algorithm 1 (lines 16-20), where the
+    bank B enters the loss as a constant, the negatives are sampled, not learned through.
+    """
 
     def build_sampler(self) -> None:
         info, hp = self.data_info, self.hp
-        self.image_bank = ImageBank(hp.particles, (info.channels, info.image_size, info.image_size),
-                                    self.normalizer.bounds(), hp.steps, hp.step_size, hp.noise_scale,
-                                    hp.schedule, seed=self.cfg.train.seed)
+        self.image_bank = ImageBank(
+            hp.particles,
+            (info.channels, info.image_size, info.image_size),
+            self.normalizer.bounds(),
+            hp.steps,
+            hp.step_size,
+            hp.noise_scale,
+            hp.schedule,
+            seed=self.cfg.train.seed,
+        )
 
-    def sample_negatives(self, queries: torch.Tensor, view1: torch.Tensor) -> torch.Tensor:
+    def sample_negatives(
+        self, queries: torch.Tensor, view1: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         queries = gather_no_grad(queries)
         t = self.hp.bank_temperature
 

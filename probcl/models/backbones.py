@@ -1,9 +1,11 @@
-"""Encoders: a small CNN for 28x28 inputs and torchvision ResNet-18/50 with an optional CIFAR stem.
+"""Encoders: a small CNN for 28x28 inputs, torchvision ResNet-18/50 with an optional CIFAR stem, and any
+timm model (``timm:<name>``, optional extra ``timm``).
 
 Every backbone maps (N, C, H, W) to (N, out_dim) features and exposes ``out_dim``.
 ``norm='none'`` removes normalization layers (convolutions then keep a bias) and
 ``act='leaky_relu'`` swaps every ReLU for LeakyReLU(0.2), as EBCLR needs.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -11,7 +13,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from probcl.config import Config, ModelConfig
+from probcl.config import TIMM_PREFIX, Config, ModelConfig, import_timm
 
 LEAKY_SLOPE = 0.2
 
@@ -30,8 +32,9 @@ class SmallCNN(nn.Module):
 
     A 2x2 grid keeps where on a 28x28 garment a part is (collar, sleeves, sole), which a linear probe uses."""
 
-    def __init__(self, in_channels: int = 1, width: int = 32, norm: str = "bn", act: str = "relu",
-                 pool: int = 1) -> None:
+    def __init__(
+        self, in_channels: int = 1, width: int = 32, norm: str = "bn", act: str = "relu", pool: int = 1
+    ) -> None:
         super().__init__()
         widths = [width, 2 * width, 2 * width, 4 * width, 4 * width]
         strides = [1, 2, 1, 2, 1]
@@ -83,8 +86,34 @@ def resnet(depth: int, in_channels: int = 3, norm: str = "bn", act: str = "relu"
     return net
 
 
+def timm_backbone(name: str, in_channels: int) -> nn.Module:
+    """timm's model ``name``, randomly initialised, without classifier (``num_classes=0``: pooled features).
+
+    ``out_dim`` is measured by one forward pass at the model's default input size: timm's
+    ``num_features`` is not the pooled output's width for every model (e.g. MobileNetV3's head conv).
+    """
+    timm = import_timm(f"{TIMM_PREFIX}{name}")
+    net = timm.create_model(name, pretrained=False, num_classes=0, in_chans=in_channels)
+    cfg = timm.models.get_pretrained_cfg(name)
+    size = cfg.input_size[1:] if cfg else (224, 224)
+    net.eval()
+    with torch.no_grad():
+        net.out_dim = net(torch.zeros(1, in_channels, *size)).shape[1]
+    return net.train()
+
+
+def timm_classifier(name: str) -> tuple[str, ...]:
+    """Names of the classifier module(s) of timm's model ``name``, as its pretrained config declares them:
+    a timm checkpoint holds their weights, a backbone built with ``num_classes=0`` has none."""
+    cfg = import_timm(f"{TIMM_PREFIX}{name}").models.get_pretrained_cfg(name)
+    classifier = (cfg.classifier if cfg else None) or ()
+    return (classifier,) if isinstance(classifier, str) else tuple(classifier)
+
+
 def build_backbone(cfg: ModelConfig, in_channels: int) -> nn.Module:
     """The backbone named in ``cfg`` for images with ``in_channels`` channels."""
+    if cfg.backbone.startswith(TIMM_PREFIX):
+        return timm_backbone(cfg.backbone.removeprefix(TIMM_PREFIX), in_channels)
     if cfg.backbone == "cnn":
         return SmallCNN(in_channels, cfg.width, cfg.norm, cfg.act, cfg.pool)
     depth = int(cfg.backbone.removeprefix("resnet"))

@@ -1,4 +1,5 @@
 """Momentum (EMA) copies of networks, as used by MoCo, BYOL and C-BYOL target encoders."""
+
 from __future__ import annotations
 
 import copy

@@ -1,4 +1,5 @@
 """Heads on top of the backbone: projection/predictor MLPs and the TaU temperature head."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -6,8 +7,15 @@ from torch import nn
 from probcl.models.backbones import make_activation
 
 
-def mlp(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int = 2, batch_norm: bool = True,
-        act: str = "relu", last_bias: bool = True) -> nn.Sequential:
+def mlp(
+    in_dim: int,
+    hidden_dim: int,
+    out_dim: int,
+    num_layers: int = 2,
+    batch_norm: bool = True,
+    act: str = "relu",
+    last_bias: bool = True,
+) -> nn.Sequential:
     """Linear(-BN)-act blocks followed by a final Linear; ``num_layers`` counts the Linear layers."""
     if num_layers < 1:
         raise ValueError(f"an MLP needs at least one layer, got num_layers={num_layers}")
@@ -23,8 +31,9 @@ def mlp(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int = 2, batch_n
     return nn.Sequential(*layers)
 
 
-def projection_head(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int = 2, norm: str = "bn",
-                    act: str = "relu") -> nn.Sequential:
+def projection_head(
+    in_dim: int, hidden_dim: int, out_dim: int, num_layers: int = 2, norm: str = "bn", act: str = "relu"
+) -> nn.Sequential:
     """SimCLR-style projection g(h); BatchNorm follows the backbone's ``norm`` switch."""
     return mlp(in_dim, hidden_dim, out_dim, num_layers, batch_norm=norm == "bn", act=act)
 

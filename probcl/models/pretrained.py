@@ -2,25 +2,32 @@
 
 ``init`` is either a probcl run directory / ``.ckpt`` file (any method), or a state_dict of a
 backbone stored as ``.safetensors`` / ``.pt`` / ``.pth`` / ``.bin`` (what `probcl export`
-writes, or torchvision ResNet weights). Runs and exported files (their ``.json`` sidecar)
-also say which architecture and input normalization the backbone was trained with.
+writes, or torchvision ResNet weights), or a `probcl export` folder (or its ``config.json``).
+Runs and exported files (the folder's ``config.json``, or a ``WEIGHTS.json`` sidecar) also say
+which architecture and input normalization the backbone was trained with.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
-from probcl.config import ConfigError, to_plain
-from probcl.core.io import read_json
-from probcl.core.runs import RunError, load
+from probcl.config import ConfigError, ModelConfig, from_dict, to_plain
+from probcl.core.runs import RunError, RunPaths, load_run
+from probcl.models.backbones import build_backbone
 
 RUN_SUFFIXES = (".ckpt",)
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
 BACKBONE_FIELDS = ("backbone", "width", "pool", "norm", "act", "cifar_stem")  # ModelConfig keys that shape the backbone
 CLASSIFIER_PREFIX = "fc."  # torchvision ResNet classifier: probcl backbones have none
+EXPORT_CONFIG = "config.json"  # a `probcl export` folder (timm / Hugging Face layout): this and the weights
+EXPORT_WEIGHTS = ("model.safetensors", "model.pt")  # the weights file of an export folder, by --format
+EXPORT_FORMAT = "probcl-backbone"  # config.json's "format": marks a probcl export's config
 
 
 @dataclass
@@ -31,34 +38,102 @@ class PretrainedSource:
     model: dict | None = None  # its ModelConfig as a dict, when recorded
     mean: list[float] | None = None  # the input normalization it was trained with, when recorded
     std: list[float] | None = None
+    channels: int | None = None  # input channels and image size it was trained on, when recorded
+    image_size: int | None = None
     run_state: dict[str, torch.Tensor] | None = None  # a run's backbone weights, read with its config
+    recorded: dict[str, Any] = field(default_factory=dict)  # everything a weights file's config records
 
 
 def describe_pretrained(init: str | None, method: str) -> PretrainedSource:
     """Identify ``init`` (run or weights file) and read its recorded architecture; clear errors otherwise."""
     if not init:
-        raise ConfigError(f"method {method!r} trains on top of a pretrained encoder: pass --init RUN_DIR "
-                          f"(a probcl run or .ckpt) or --init WEIGHTS ({', '.join(WEIGHT_SUFFIXES)})")
+        raise ConfigError(
+            f"method {method!r} trains on top of a pretrained encoder: pass --init RUN_DIR "
+            f"(a probcl run or .ckpt) or --init WEIGHTS ({', '.join(WEIGHT_SUFFIXES)})"
+        )
     path = Path(init)
     if not path.exists():
-        raise ConfigError(f"init {path} does not exist; pass a probcl run directory, a .ckpt file, or a backbone "
-                          f"weights file ({', '.join(WEIGHT_SUFFIXES)})")
-    if path.is_dir() or path.suffix in RUN_SUFFIXES:
+        raise ConfigError(
+            f"init {path} does not exist; pass a probcl run directory, a .ckpt file, or a backbone "
+            f"weights file ({', '.join(WEIGHT_SUFFIXES)})"
+        )
+    weights = exported_weights(path)
+    if weights is None and (path.is_dir() or path.suffix in RUN_SUFFIXES):
         model = _load_run(path)
-        return PretrainedSource(path, to_plain(model.cfg.model), model.data_info.mean, model.data_info.std,
-                                model.backbone.state_dict())
-    if path.suffix not in WEIGHT_SUFFIXES:
-        raise ConfigError(f"init {path}: unknown file type {path.suffix!r}; expected a run directory, .ckpt, "
-                          f"or weights ({', '.join(WEIGHT_SUFFIXES)})")
-    sidecar = read_json(path.with_suffix(".json"), {}) or {}
+        info = model.data_info
+        return PretrainedSource(
+            path,
+            to_plain(model.cfg.model),
+            info.mean,
+            info.std,
+            info.channels,
+            info.image_size,
+            model.backbone.state_dict(),
+        )
+    if weights is None:
+        raise ConfigError(
+            f"init {path}: unknown file type {path.suffix!r}; expected a run directory, .ckpt, "
+            f"a `probcl export` folder, or weights ({', '.join(WEIGHT_SUFFIXES)})"
+        )
+    sidecar = read_sidecar(weights)
     norm = sidecar.get("normalization") or {}
-    return PretrainedSource(path, sidecar.get("model"), norm.get("mean"), norm.get("std"))
+    return PretrainedSource(
+        weights,
+        sidecar.get("model"),
+        norm.get("mean"),
+        norm.get("std"),
+        sidecar.get("in_channels"),
+        sidecar.get("image_size"),
+        recorded=sidecar,
+    )
+
+
+def exported_weights(path: Path) -> Path | None:
+    """The weights file ``path`` names: a `probcl export` folder's (the folder or its ``config.json``), or
+    ``path`` itself when it is a weights file; None for anything else (a run directory, a .ckpt file)."""
+    if path.is_file() and path.suffix in WEIGHT_SUFFIXES:
+        return path
+    if path.is_file() and path.name == EXPORT_CONFIG:
+        folder = path.parent
+    elif (
+        path.is_dir()
+        and not (RunPaths(path).config.exists() or RunPaths(path).checkpoints.exists())
+        and any((path / name).is_file() for name in (EXPORT_CONFIG, *EXPORT_WEIGHTS))
+    ):
+        folder = path
+    else:
+        return None
+    for name in EXPORT_WEIGHTS:
+        if (folder / name).is_file():
+            return folder / name
+    raise ConfigError(
+        f"{folder} has {EXPORT_CONFIG} but no weights ({' or '.join(EXPORT_WEIGHTS)}) next to it; "
+        f"export the run again with `probcl export RUN --out {folder}`"
+    )
+
+
+def read_sidecar(weights: Path) -> dict[str, Any]:
+    """What `probcl export` recorded about ``weights``: ``WEIGHTS.json`` beside it, else the folder's
+    ``config.json`` when it is a probcl export's; {} when there is neither."""
+    for candidate in (weights.with_suffix(".json"), weights.parent / EXPORT_CONFIG):
+        if candidate == weights or not candidate.is_file():
+            continue
+        try:
+            recorded = json.loads(candidate.read_text())
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"cannot read {candidate} ({e}); export the run again with `probcl export`") from None
+        if not isinstance(recorded, dict):
+            raise ConfigError(f"{candidate} does not hold a JSON object; export the run again with `probcl export`")
+        if candidate.name != EXPORT_CONFIG or recorded.get("format") == EXPORT_FORMAT:
+            return recorded
+    return {}
 
 
 def pretrained_state(source: PretrainedSource) -> dict[str, torch.Tensor]:
     """The backbone state_dict of a run, or the tensors of a weights file (classifier ``fc.*`` dropped)."""
     if source.run_state is not None:
         return source.run_state
+    state: Any  # what the file holds; checked below
     try:
         if source.path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -75,30 +150,50 @@ def pretrained_state(source: PretrainedSource) -> dict[str, torch.Tensor]:
     return {k: v for k, v in state.items() if not k.startswith(CLASSIFIER_PREFIX)}
 
 
+def pretrained_backbone(source: PretrainedSource) -> nn.Module:
+    """The backbone of the architecture ``source`` records (model fields and input channels), with its weights."""
+    if source.model is None or source.channels is None:
+        raise ConfigError(
+            f"{source.path} has no {EXPORT_CONFIG} (or {source.path.stem}.json) recording its "
+            f"architecture and input: keep the {EXPORT_CONFIG} that `probcl export` writes next to "
+            f"the weights, or export the run again"
+        )
+    backbone = build_backbone(from_dict(ModelConfig, source.model, "model"), source.channels)
+    load_pretrained_(backbone, source)
+    return backbone
+
+
 def load_pretrained_(backbone: nn.Module, source: PretrainedSource) -> None:
     """Copy the pretrained weights into ``backbone``; every parameter and buffer must match by name and shape."""
-    state = pretrained_state(source)
+    load_state_(backbone, pretrained_state(source), f"init {source.path}")
+
+
+def load_state_(backbone: nn.Module, state: dict[str, torch.Tensor], what: str) -> None:
+    """``backbone.load_state_dict(state)`` after checking names and shapes; one ConfigError naming ``what``
+    (e.g. ``init FILE``) and the mismatches otherwise."""
     own = backbone.state_dict()
     missing = sorted(set(own) - set(state))
     unexpected = sorted(set(state) - set(own))
-    shapes = [f"{k}: file {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
-              for k in own if k in state and state[k].shape != own[k].shape]
+    shapes = [
+        f"{k}: file {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
+        for k in own
+        if k in state and state[k].shape != own[k].shape
+    ]
     if missing or unexpected or shapes:
         problems = []
         for label, items in (("missing", missing), ("unexpected", unexpected), ("shape mismatch", shapes)):
             if items:
                 problems.append(f"{label} ({len(items)}): {', '.join(items[:4])}{' ...' if len(items) > 4 else ''}")
         raise ConfigError(
-            f"init {source.path} does not fit the backbone built from model.* and the data's channels: "
+            f"{what} does not fit the backbone built from model.* and the data's channels: "
             f"{'; '.join(problems)}. Set model.backbone / model.width / model.norm / model.cifar_stem to the "
-            f"pretrained architecture (`probcl export` writes a .json sidecar that records it)."
+            f"pretrained architecture (the config.json that `probcl export` writes records it)."
         )
     backbone.load_state_dict(state)
 
 
 def _load_run(path: Path):
     try:
-        return load(path, device="cpu")
+        return load_run(path, device="cpu")
     except RunError as e:
         raise ConfigError(f"init {path}: {e}") from None
-

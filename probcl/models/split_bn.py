@@ -8,6 +8,7 @@ this), with the key batch shuffled before the split. In training mode each group
 consecutive samples gets its own mean and variance; the running statistics are updated with
 the mean over the groups. In eval mode this is plain BatchNorm.
 """
+
 from __future__ import annotations
 
 import torch
@@ -33,16 +34,26 @@ class SplitBatchNorm(nn.BatchNorm2d):
             return super().forward(x)
         n, c = x.shape[:2]
         if n % self.splits:
-            raise ConfigError(f"split BatchNorm needs a batch divisible by its {self.splits} groups, got {n}; "
-                              f"choose train.batch_size as a multiple of method_args.split_bn")
+            raise ConfigError(
+                f"split BatchNorm needs a batch divisible by its {self.splits} groups, got {n}; "
+                f"choose train.batch_size as a multiple of method_args.split_bn"
+            )
         groups = x.reshape(self.splits, n // self.splits, *x.shape[1:]).transpose(0, 1)
         groups = groups.reshape(n // self.splits, self.splits * c, *x.shape[2:])  # groups side by side as channels
         running_mean = self.running_mean.repeat(self.splits) if self.running_mean is not None else None
         running_var = self.running_var.repeat(self.splits) if self.running_var is not None else None
         weight = self.weight.repeat(self.splits) if self.weight is not None else None
         bias = self.bias.repeat(self.splits) if self.bias is not None else None
-        out = F.batch_norm(groups, running_mean, running_var, weight, bias, True, self.momentum, self.eps)
-        if running_mean is not None and running_var is not None:
+        tracked = 0 if self.num_batches_tracked is None else int(self.num_batches_tracked)
+        momentum = self.momentum if self.momentum is not None else 1.0 / (tracked + 1)  # None: cumulative average
+        out = F.batch_norm(groups, running_mean, running_var, weight, bias, True, momentum, self.eps)
+        if (
+            running_mean is not None
+            and running_var is not None
+            and self.running_mean is not None
+            and self.running_var is not None
+            and self.num_batches_tracked is not None
+        ):
             with torch.no_grad():
                 self.running_mean.copy_(running_mean.view(self.splits, c).mean(0))
                 self.running_var.copy_(running_var.view(self.splits, c).mean(0))
@@ -55,8 +66,14 @@ def split_batchnorm_(module: nn.Module, splits: int) -> nn.Module:
     """Replace every BatchNorm1d/2d of ``module`` (in place) by a :class:`SplitBatchNorm` with the same state."""
     for name, child in module.named_children():
         if isinstance(child, (nn.BatchNorm1d, nn.BatchNorm2d)) and not isinstance(child, SplitBatchNorm):
-            split = SplitBatchNorm(child.num_features, splits, eps=child.eps, momentum=child.momentum,
-                                   affine=child.affine, track_running_stats=child.track_running_stats)
+            split = SplitBatchNorm(
+                child.num_features,
+                splits,
+                eps=child.eps,
+                momentum=child.momentum,
+                affine=child.affine,
+                track_running_stats=child.track_running_stats,
+            )
             split.load_state_dict(child.state_dict())
             setattr(module, name, split.to(next(child.buffers(), torch.zeros(())).device))
         else:

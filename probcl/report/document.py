@@ -1,5 +1,6 @@
 """A small report document (headings, paragraphs, tables, figures) rendered to Markdown and to
 self-contained HTML (figures embedded as base64 PNG data URIs)."""
+
 from __future__ import annotations
 
 import base64
@@ -8,7 +9,6 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
 
 
 @dataclass
@@ -34,17 +34,19 @@ class Figure:
     caption: str = ""
 
 
-Block = Union[Heading, Paragraph, Table, Figure]
+Block = Heading | Paragraph | Table | Figure
 
 STYLE = """
-body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
+body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222;
+       box-sizing: border-box; }
 table { border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th:first-child, td:first-child { text-align: left; }
 th { background: #f2f2f2; }
-figure { display: inline-block; margin: 0.5em; vertical-align: top; }
+figure { display: inline-block; margin: 0.5em; vertical-align: top; max-width: 100%; }
 figcaption { font-size: 0.85em; color: #555; max-width: 600px; }
 img { max-width: 100%; }
+.wide { overflow-x: auto; }
 code { background: #f4f4f4; padding: 0 0.2em; }
 """
 
@@ -89,8 +91,13 @@ class Document:
 
     def to_html(self) -> str:
         """One HTML file with the figures embedded."""
-        parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>", f"<title>{html.escape(self.title)}</title>",
-                 f"<style>{STYLE}</style></head><body>", f"<h1>{html.escape(self.title)}</h1>"]
+        parts = [
+            "<!DOCTYPE html>",
+            "<html><head><meta charset='utf-8'>",
+            f"<title>{html.escape(self.title)}</title>",
+            f"<style>{STYLE}</style></head><body>",
+            f"<h1>{html.escape(self.title)}</h1>",
+        ]
         for block in self.blocks:
             if isinstance(block, Heading):
                 parts.append(f"<h{block.level}>{html.escape(block.text)}</h{block.level}>")
@@ -98,13 +105,18 @@ class Document:
                 parts.append(f"<p>{_inline_code(html.escape(block.text))}</p>")
             elif isinstance(block, Table):
                 head = "".join(f"<th>{html.escape(str(h))}</th>" for h in block.header)
-                body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>"
-                               for row in block.rows)
-                parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+                body = "".join(
+                    "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in block.rows
+                )
+                parts.append(
+                    f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
+                )
             else:
                 data = base64.b64encode(block.path.read_bytes()).decode()
-                parts.append(f"<figure><img src='data:image/png;base64,{data}' alt='{html.escape(block.caption)}'>"
-                             f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
+                parts.append(
+                    f"<figure><img src='data:image/png;base64,{data}' alt='{html.escape(block.caption)}'>"
+                    f"<figcaption>{html.escape(block.caption)}</figcaption></figure>"
+                )
         parts.append("</body></html>")
         return "\n".join(parts) + "\n"
 

@@ -5,6 +5,7 @@ evaluate`` passes one run) and the plot folder, draws what the suite's figure da
 returns ``[(png path, caption)]``. Comparison figures have one file per suite; per-label figures
 are named ``<stem>-<label>.png``. Evaluation code never draws: only these hooks do.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -43,21 +44,26 @@ def calibration_figures(results: dict[str, list[dict]], plot_dir: Path) -> Drawn
     for label, runs in results.items():
         pooled = pool_bins([r["bins"] for r in runs])
         ece, mce = calibration_errors(pooled)
-        path = plots.reliability_diagram(pooled, plot_dir / f"reliability-{slug(label)}.png",
-                                         f"{label}: ECE {ece:.3f}, MCE {mce:.3f}")
+        path = plots.reliability_diagram(
+            pooled, plot_dir / f"reliability-{slug(label)}.png", f"{label}: ECE {ece:.3f}, MCE {mce:.3f}"
+        )
         drawn.append((path, f"{label}: reliability diagram (test predictions of all seeds pooled)"))
     return drawn
 
 
 @FIGURES.register("adversarial")
 def adversarial_figures(results: dict[str, list[dict]], plot_dir: Path) -> Drawn:
-    """Robust accuracy vs eps, one curve per label (mean over its results), for FGSM and PGD."""
+    """Accuracy on attacked images vs eps, one curve per label (mean over its results), for FGSM and PGD;
+    and the same for robust accuracy (correct clean and attacked) where the results have it."""
     drawn = []
-    for attack in ("fgsm", "pgd"):
+    for attack in ("fgsm", "pgd", "fgsm_robust", "pgd_robust"):
+        if not all(attack in r for runs in results.values() for r in runs):
+            continue
+        name = attack.replace("_robust", "").upper()
+        what = "robust top-1 % (clean and attacked correct)" if attack.endswith("_robust") else "top-1 % on attacked"
         series = {label: attack_curve(runs, attack) for label, runs in results.items()}
-        path = plots.curves(series, plot_dir / f"adversarial-{attack}.png", "robust top-1 %", attack.upper(),
-                            xlabel="eps (x 1/255)")
-        drawn.append((path, f"{attack.upper()} robust accuracy vs eps"))
+        path = plots.curves(series, plot_dir / f"adversarial-{attack}.png", what, name, xlabel="eps (x 1/255)")
+        drawn.append((path, f"{name} {what} vs eps"))
     return drawn
 
 
@@ -65,8 +71,9 @@ def adversarial_figures(results: dict[str, list[dict]], plot_dir: Path) -> Drawn
 def corruptions_figures(results: dict[str, list[dict]], plot_dir: Path) -> Drawn:
     """Accuracy vs corruption severity (mean over corruptions and results), one curve per label."""
     series = {label: severity_curve(runs) for label, runs in results.items()}
-    path = plots.curves(series, plot_dir / "corruptions.png", "top-1 %", "mean over corruptions",
-                        xlabel="severity (0 = clean)")
+    path = plots.curves(
+        series, plot_dir / "corruptions.png", "top-1 %", "mean over corruptions", xlabel="severity (0 = clean)"
+    )
     return [(path, "corruption accuracy vs severity, mean over corruptions")]
 
 
@@ -90,7 +97,7 @@ def lipschitz_figures(results: dict[str, list[dict]], plot_dir: Path) -> Drawn:
 
 
 def attack_curve(runs: list[dict], attack: str) -> list[tuple[float, float]]:
-    """(eps, mean robust top-1) points of ``attack``, starting at (0, mean clean top-1)."""
+    """(eps, mean top-1) points of ``attack`` (a result key: fgsm, pgd, fgsm_robust, ...), from (0, clean top-1)."""
     eps = sorted(float(k[3:]) for k in runs[0][attack])
     points = [(0.0, statistics.fmean(r["clean_top1"] for r in runs))]
     return points + [(e, statistics.fmean(r[attack][f"eps{e:g}"] for r in runs)) for e in eps]
@@ -100,8 +107,9 @@ def severity_curve(runs: list[dict]) -> list[tuple[float, float]]:
     """(severity, mean top-1 over corruptions and runs) points, severity 0 = clean."""
     points = [(0.0, statistics.fmean(r["clean_top1"] for r in runs))]
     for s in range(5):
-        points.append((s + 1.0, statistics.fmean(statistics.fmean(v[s] for v in r["per_severity"].values())
-                                                 for r in runs)))
+        points.append(
+            (s + 1.0, statistics.fmean(statistics.fmean(v[s] for v in r["per_severity"].values()) for r in runs))
+        )
     return points
 
 

@@ -1,9 +1,11 @@
 """Figures of evaluation results, written as PNG files (matplotlib, Agg canvas, no display needed)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -32,8 +34,17 @@ def reliability_diagram(bins: dict, path: str | Path, title: str = "") -> Path:
     ax, ax_count = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1]})
     ax.bar(left, bins["accuracy"], width=width, align="edge", color="#4c72b0", edgecolor="white", label="accuracy")
     gaps = [c - a if k else 0.0 for a, c, k in zip(bins["accuracy"], bins["confidence"], bins["count"])]
-    ax.bar(left, gaps, bottom=bins["accuracy"], width=width, align="edge", color="#dd8452", alpha=0.5,
-           edgecolor="#dd8452", label="gap to confidence")
+    ax.bar(
+        left,
+        gaps,
+        bottom=bins["accuracy"],
+        width=width,
+        align="edge",
+        color="#dd8452",
+        alpha=0.5,
+        edgecolor="#dd8452",
+        label="gap to confidence",
+    )
     ax.plot([0, 1], [0, 1], "k--", lw=1)
     ax.set(xlim=(0, 1), ylim=(0, 1), ylabel="accuracy", title=title)
     ax.legend(loc="upper left", fontsize=8)
@@ -42,8 +53,9 @@ def reliability_diagram(bins: dict, path: str | Path, title: str = "") -> Path:
     return save_figure(fig, path)
 
 
-def score_histograms(histograms: dict[str, dict], path: str | Path, title: str = "",
-                     scores: Sequence[str] | None = None) -> Path:
+def score_histograms(
+    histograms: dict[str, dict], path: str | Path, title: str = "", scores: Sequence[str] | None = None
+) -> Path:
     """One panel per score: the normalized score distribution of the ID set and of each OOD set."""
     names = [s for s in (scores or list(histograms)) if s in histograms]
     if not names:
@@ -54,7 +66,13 @@ def score_histograms(histograms: dict[str, dict], path: str | Path, title: str =
         edges, counts = histograms[name]["edges"], histograms[name]["counts"]
         for set_name, c in counts.items():
             total = max(1, sum(c))
-            ax.stairs([v / total for v in c], edges, label=set_name, fill=set_name == "id", alpha=0.35 if set_name == "id" else 1.0)
+            ax.stairs(
+                [v / total for v in c],
+                edges,
+                label=set_name,
+                fill=set_name == "id",
+                alpha=0.35 if set_name == "id" else 1.0,
+            )
         ax.set(title=name, xlabel="outlier score", ylabel="fraction")
     axes[0].legend(fontsize=7)
     if title:
@@ -62,8 +80,13 @@ def score_histograms(histograms: dict[str, dict], path: str | Path, title: str =
     return save_figure(fig, path)
 
 
-def curves(series: Mapping[str, Sequence[tuple[float, float]]], path: str | Path, ylabel: str, title: str = "",
-           xlabel: str = "epoch") -> Path:
+def curves(
+    series: Mapping[str, Sequence[tuple[float, float]]],
+    path: str | Path,
+    ylabel: str,
+    title: str = "",
+    xlabel: str = "epoch",
+) -> Path:
     """Line plot of named (x, y) series, e.g. per-epoch kNN accuracy of several methods."""
     fig = Figure(figsize=(5.5, 3.6))
     ax = fig.subplots()
@@ -74,4 +97,64 @@ def curves(series: Mapping[str, Sequence[tuple[float, float]]], path: str | Path
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
+    return save_figure(fig, path)
+
+
+Series = Mapping[str, Sequence[tuple[float, float]]]
+
+
+def panels(
+    grid: Sequence[tuple[str, Series, str]], path: str | Path, title: str = "", xlabel: str = "step", columns: int = 3
+) -> Path:
+    """Small multiples: one panel per ``(title, {label: (x, y) points}, ylabel)``, each with its own y scale;
+    ``title`` above them when there are several."""
+    if not grid:
+        raise ConfigError("no panel to plot")
+    cols = min(columns, len(grid))
+    rows = -(-len(grid) // cols)
+    fig = Figure(figsize=(4.0 * cols, 2.8 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, (name, series, ylabel) in zip(axes, grid):
+        for label, points in series.items():
+            if points:
+                xs, ys = zip(*points)
+                ax.plot(xs, ys, marker="o" if len(points) <= 30 else None, ms=3, lw=1.2, label=label)
+        ax.set(title=name, xlabel=xlabel, ylabel=ylabel)
+        ax.grid(alpha=0.3)
+        if len(series) > 1:
+            ax.legend(fontsize=7)
+    for ax in axes[len(grid) :]:
+        ax.set_visible(False)
+    if title and len(grid) > 1:
+        fig.suptitle(title)
+    return save_figure(fig, path)
+
+
+def embedding_scatter(
+    points: Sequence[Sequence[float]],
+    labels: Sequence[int],
+    path: str | Path,
+    title: str = "",
+    class_names: Sequence[str] | None = None,
+) -> Path:
+    """A 2-D map (e.g. t-SNE) of embedded images, one colour per class (grey: unlabeled); a legend up to 20 classes."""
+    import numpy as np
+
+    xy, y = np.asarray(points, dtype=float), np.asarray(labels)
+    classes = sorted(int(c) for c in set(y.tolist()) if c >= 0)
+    cmap = colormaps["tab10" if len(classes) <= 10 else "tab20" if len(classes) <= 20 else "turbo"]
+    size = float(np.clip(8000 / max(1, len(xy)), 4, 16))
+    fig = Figure(figsize=(6.4, 5.6))
+    ax = fig.subplots()
+    if (y < 0).any():
+        ax.scatter(xy[y < 0, 0], xy[y < 0, 1], s=size, c="#bbbbbb", label="unlabeled", linewidths=0)
+    for i, c in enumerate(classes):
+        colour = cmap(i if len(classes) <= 20 else i / max(1, len(classes) - 1))
+        name = class_names[c] if class_names is not None and c < len(class_names) else str(c)
+        ax.scatter(xy[y == c, 0], xy[y == c, 1], s=size, color=colour, label=name, linewidths=0)
+    ax.set(title=title, xticks=[], yticks=[])
+    if len(classes) <= 20:
+        ax.legend(
+            fontsize=7, markerscale=max(1.0, 6 / size**0.5), loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False
+        )
     return save_figure(fig, path)

@@ -1,1 +1,1 @@
-"""Samplers that draw negatives or images from a model's density: VEM feature-space banks, image particles, EBCLR SGLD."""
+"""Samplers that draw negatives or images from a model's density: VEM feature banks, image particles, EBCLR SGLD."""

@@ -31,6 +31,7 @@ eps = sqrt(t / N): a decreasing-schedule step is then an unadjusted Langevin ste
 alpha_i t / N on p(z) itself, since line 11 is (t / N) times its score. (eps = 1, line 13 as
 printed, would add noise of norm ~sqrt(2k) to unit rows and leave the bank uniform on the sphere.)
 """
+
 from __future__ import annotations
 
 import math
@@ -46,8 +47,9 @@ from probcl.core.distributed import gather_no_grad
 Schedule = Literal["decreasing", "fixed"]
 
 
-def langevin_schedule(steps: int, step_size: float, noise_scale: float, schedule: Schedule = "decreasing"
-                      ) -> list[tuple[float, float]]:
+def langevin_schedule(
+    steps: int, step_size: float, noise_scale: float, schedule: Schedule = "decreasing"
+) -> list[tuple[float, float]]:
     """(alpha_i, sigma_i) for i = 1..steps: step size and noise standard deviation of step i."""
     if schedule == "fixed":
         return [(step_size, noise_scale)] * steps
@@ -140,8 +142,14 @@ class BankSampler:
         return score if self.method == "langevin" else svgd_linear_direction(bank, score)  # Alg. 2 line 12
 
     @torch.no_grad()
-    def run(self, bank: torch.Tensor, queries: torch.Tensor, generator: torch.Generator | None = None,
-            velocity: torch.Tensor | None = None, lr_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    def run(
+        self,
+        bank: torch.Tensor,
+        queries: torch.Tensor,
+        generator: torch.Generator | None = None,
+        velocity: torch.Tensor | None = None,
+        lr_scale: float = 1.0,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(bank, velocity) after ``steps`` updates towards the normalized ``queries`` (N, k); inputs untouched.
 
         ``velocity`` is the optimiser's momentum buffer (zeros when None; unused by ``literal``);
@@ -156,8 +164,7 @@ class BankSampler:
                 step = velocity
             bank = bank + alpha * step  # Alg. 1 line 13 / Alg. 2 line 13
             if self.method == "langevin":
-                bank = bank + sigma * torch.randn(bank.shape, generator=generator, device=bank.device,
-                                                  dtype=bank.dtype)
+                bank = bank + sigma * torch.randn(bank.shape, generator=generator, device=bank.device, dtype=bank.dtype)
             bank = F.normalize(bank, dim=1)  # line 14
         return bank, velocity
 
@@ -179,7 +186,7 @@ def fill_in_order_(storage: torch.Tensor, filled: torch.Tensor, rows: torch.Tens
     """
     start = int(filled)
     rows = rows[: storage.shape[0] - start]
-    storage[start:start + rows.shape[0]] = rows.to(storage.dtype)
+    storage[start : start + rows.shape[0]] = rows.to(storage.dtype)
     filled.fill_(start + rows.shape[0])
 
 

@@ -9,6 +9,7 @@ queries, and the step sizes and noise of :func:`probcl.samplers.feature_space.la
 Every step needs a forward and a backward pass through the encoder for all K particles: this
 is the expensive reference VEM compares its feature-space samplers against (Appendix E.5).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,9 +35,17 @@ class ImageBank(nn.Module):
     left untouched.
     """
 
-    def __init__(self, size: int, shape: tuple[int, ...], bounds: tuple[torch.Tensor, torch.Tensor],
-                 steps: int = 10, step_size: float = 1.0, noise_scale: float = 0.01,
-                 schedule: Schedule = "decreasing", seed: int = 0) -> None:
+    def __init__(
+        self,
+        size: int,
+        shape: tuple[int, ...],
+        bounds: tuple[torch.Tensor, torch.Tensor],
+        steps: int = 10,
+        step_size: float = 1.0,
+        noise_scale: float = 0.01,
+        schedule: Schedule = "decreasing",
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         self.particles: torch.Tensor
         self.filled: torch.Tensor
@@ -47,8 +56,9 @@ class ImageBank(nn.Module):
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
 
     @torch.no_grad()
-    def update(self, images: torch.Tensor, log_density: LogDensityFn, bounds: tuple[torch.Tensor, torch.Tensor],
-               seed: int) -> torch.Tensor:
+    def update(
+        self, images: torch.Tensor, log_density: LogDensityFn, bounds: tuple[torch.Tensor, torch.Tensor], seed: int
+    ) -> torch.Tensor:
         """Run Eq. 8 and return the particles (K, C, H, W); then write this step's ``images`` (all ranks)
         into still-unfilled particles, for the next steps.
 
@@ -56,8 +66,11 @@ class ImageBank(nn.Module):
         ``seed`` must be equal on all ranks and differ between steps.
         """
         x = self.particles.clone()
-        devices = [x.device.index if x.device.index is not None else torch.cuda.current_device()] \
-            if x.device.type == "cuda" else []
+        devices = (
+            [x.device.index if x.device.index is not None else torch.cuda.current_device()]
+            if x.device.type == "cuda"
+            else []
+        )
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(seed)
             for alpha, sigma in langevin_schedule(self.steps, self.step_size, self.noise_scale, self.schedule):

@@ -11,6 +11,7 @@
 The buffer lives on the CPU, one per process (rank); its entries start empty and are
 filled from the proposal the first time they are drawn.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -39,9 +40,15 @@ class SGLDTrace:
     max_grad_norm: float
 
 
-def proximal_sgld(energy_fn: EnergyFn, init: torch.Tensor, steps: int, step_size: float, clamp: float,
-                  sigma: torch.Tensor | float,
-                  bounds: tuple[torch.Tensor, torch.Tensor] | None = None) -> SGLDTrace:
+def proximal_sgld(
+    energy_fn: EnergyFn,
+    init: torch.Tensor,
+    steps: int,
+    step_size: float,
+    clamp: float,
+    sigma: torch.Tensor | float,
+    bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> SGLDTrace:
     """Run Eq. 21 for ``steps`` steps from ``init``; ``sigma`` is a float or per-sample (B,) tensor.
 
     Only the input receives gradients (model parameters are left untouched). ``bounds``
@@ -81,8 +88,9 @@ class ReplayBuffer:
             self.samples = torch.zeros((self.capacity, *self.sample_shape))
         return self.samples
 
-    def draw(self, n: int, proposal: ProposalFn, device: torch.device | str = "cpu"
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    def draw(
+        self, n: int, proposal: ProposalFn, device: torch.device | str = "cpu"
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """Pick ``n`` entries (with replacement); re-initialise each with probability rho (and empty ones).
 
         Returns (indices, initial samples on ``device``, their use counts kappa before this use,
@@ -111,15 +119,17 @@ class ReplayBuffer:
     def load_state_dict(self, state: dict) -> None:
         """Take this rank's share of a saved buffer; entries that a smaller save lacks stay empty."""
         start = rank() * self.capacity
-        samples = state["samples"][start:start + self.capacity]
-        counts = state["counts"][start:start + self.capacity]
+        samples = state["samples"][start : start + self.capacity]
+        counts = state["counts"][start : start + self.capacity]
         if tuple(samples.shape[1:]) != self.sample_shape:
-            raise ValueError(f"saved replay buffer holds samples of shape {tuple(samples.shape[1:])}, "
-                             f"this model draws {self.sample_shape}")
+            raise ValueError(
+                f"saved replay buffer holds samples of shape {tuple(samples.shape[1:])}, "
+                f"this model draws {self.sample_shape}"
+            )
         self.samples = None
-        self._allocated()[:len(samples)] = samples
+        self._allocated()[: len(samples)] = samples
         self.counts = torch.full((self.capacity,), -1, dtype=torch.long)
-        self.counts[:len(counts)] = counts
+        self.counts[: len(counts)] = counts
 
 
 def _collective_device() -> torch.device:
@@ -151,13 +161,18 @@ class MultiStageSGLD:
         self.config = config
         self.buffer = buffer
 
-    def sample(self, energy_fn: EnergyFn, n: int, proposal: ProposalFn, device: torch.device | str = "cpu",
-               bounds: tuple[torch.Tensor, torch.Tensor] | None = None) -> SGLDTrace:
+    def sample(
+        self,
+        energy_fn: EnergyFn,
+        n: int,
+        proposal: ProposalFn,
+        device: torch.device | str = "cpu",
+        bounds: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> SGLDTrace:
         """``n`` samples of q(v) proportional to exp(-E(v)) (Algorithm 1)."""
         c = self.config
         idx, init, counts, _ = self.buffer.draw(n, proposal, device)
         sigma = msgld_sigma(counts, c.sigma_min, c.sigma_max, c.decay_uses)  # Eq. 22
-        trace = proximal_sgld(energy_fn, init, c.steps, c.step_size, c.clamp, sigma,
-                              bounds if c.pixel_clamp else None)
+        trace = proximal_sgld(energy_fn, init, c.steps, c.step_size, c.clamp, sigma, bounds if c.pixel_clamp else None)
         self.buffer.write(idx, trace.samples)
         return trace

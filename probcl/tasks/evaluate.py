@@ -1,50 +1,204 @@
-"""`probcl evaluate`: run evaluation suites on a run and merge their results into eval.json."""
+"""`probcl evaluate`: run evaluation suites on a run, or on any encoder, and merge their results into eval.json."""
+
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
+from torch import nn
+
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.runs import RunLock, RunPaths, find_checkpoint
+from probcl.errors import ConfigError
 from probcl.eval import SUITES, ModelOnData
+from probcl.eval.encoder import ForeignEncoder, wrap_encoder
+from probcl.report.tables import scalar_metrics
 
 
-def evaluate_run(run_dir: str | Path, suites: list[str], device: str = "auto", batch_size: int = 512,
-                 feature_layer: str = "backbone", max_train: int | None = None, data_root: str | None = None,
-                 options: dict[str, dict[str, Any]] | None = None, seed: int = 0, num_workers: int = 0,
-                 figures: bool = True) -> dict:
+def evaluate_run(
+    run_dir: str | Path,
+    suites: list[str],
+    device: str = "auto",
+    batch_size: int = 512,
+    feature_layer: str = "backbone",
+    max_train: int | None = None,
+    data_root: str | None = None,
+    options: dict[str, dict[str, Any]] | None = None,
+    seed: int = 0,
+    num_workers: int = 0,
+    figures: bool = True,
+    report: bool = True,
+) -> dict:
     """Run ``suites`` (names, or ``all``) and merge the results into the run's eval.json.
 
     Results are keyed ``suite`` for backbone features and ``suite@layer`` for other layers.
     Suite names and ``options`` are validated before any work. With ``figures``, the figures of the
-    suites run are drawn into RUN/plots (see :mod:`probcl.report.figures`).
+    suites run are drawn into RUN/plots (see :mod:`probcl.report.figures`); with ``report`` as well, RUN/report.md
+    and RUN/report.html are rewritten from everything the run holds (see :func:`write_report`).
     """
     names = SUITES.names() if suites == ["all"] else suites
     parsed = SUITES.parse_all(names, options)
     find_checkpoint(run_dir)  # clear error before any work
     with RunLock(run_dir, "evaluate") if Path(run_dir).is_dir() else nullcontext():
         ctx = ModelOnData(Path(run_dir), device, batch_size, feature_layer, max_train, data_root, seed, num_workers)
-        return _evaluate(Path(run_dir), names, parsed, ctx, feature_layer, figures)
+        return _evaluate(Path(run_dir), names, parsed, ctx, feature_layer, figures, report)
 
 
-def _evaluate(run_dir: Path, names: list[str], parsed: dict[str, Any], ctx: ModelOnData, feature_layer: str,
-              figures: bool) -> dict:
-    paths = RunPaths(run_dir)
-    results = read_json(paths.eval, {})
+def evaluate_encoder(
+    encoder: ForeignEncoder,
+    suites: list[str],
+    out: str | Path | None = None,
+    device: str = "auto",
+    batch_size: int = 512,
+    feature_layer: str = "backbone",
+    max_train: int | None = None,
+    data_root: str | None = None,
+    options: dict[str, dict[str, Any]] | None = None,
+    seed: int = 0,
+    num_workers: int = 0,
+    figures: bool = True,
+    report: bool = True,
+) -> dict:
+    """Run ``suites`` on a foreign encoder (``all``: every suite that needs only embeddings); with ``out``, merge
+    the results into OUT/eval.json and draw their figures into OUT/plots. A suite that needs a probcl run
+    (``Suite.needs_run``) is refused before any work."""
+    names = [n for n in SUITES.names() if not SUITES.get(n).needs_run] if suites == ["all"] else suites
+    parsed = SUITES.parse_all(names, options)
+    for name in names:
+        reason = SUITES.get(name).needs_run
+        if reason:
+            raise ConfigError(
+                f"suite {name} needs a probcl run ({reason}); encoder {encoder.name} has embeddings "
+                f"only. Suites for any encoder: "
+                f"{', '.join(n for n in SUITES.names() if not SUITES.get(n).needs_run)}"
+            )
+    ctx = ModelOnData(None, device, batch_size, feature_layer, max_train, data_root, seed, num_workers, encoder)
+    with RunLock(out, "evaluate") if out is not None else nullcontext():
+        return _evaluate(None if out is None else Path(out), names, parsed, ctx, feature_layer, figures, report)
+
+
+def evaluate(
+    encoder: nn.Module | str | Path,
+    dataset: str | None = None,
+    suites: Sequence[str] = ("linear", "knn"),
+    *,
+    mean: list[float] | None = None,
+    std: list[float] | None = None,
+    image_size: int | None = None,
+    channels: int | None = None,
+    name: str | None = None,
+    out: str | Path | None = None,
+    device: str = "auto",
+    batch_size: int = 512,
+    feature_layer: str = "backbone",
+    max_train: int | None = None,
+    data_root: str | None = None,
+    options: dict[str, dict[str, Any]] | None = None,
+    seed: int = 0,
+    num_workers: int = 0,
+    figures: bool = True,
+) -> dict:
+    """Evaluate any encoder, or a probcl run, with the evaluation suites; returns ``{suite: result}``.
+
+    ``encoder``: an ``nn.Module`` mapping normalized (N, C, H, W) images to features (flattened to (N, d);
+    put in eval mode and moved to ``device``), evaluated on ``dataset`` (a spec as for ``--dataset``) with
+    inputs conformed to ``channels`` x ``image_size`` and normalized by ``mean``/``std`` (defaults: the
+    dataset's; see :func:`probcl.eval.encoder.preprocessing`); or a probcl run directory / .ckpt, evaluated
+    on its training data as ``probcl evaluate RUN`` does (results merged into RUN/eval.json).
+    ``suites``: names or ``["all"]``; ``options``: ``{suite: {key: value}}`` (the ``--option`` values).
+    With ``out`` (a folder), the results of an encoder are merged into OUT/eval.json and figures drawn
+    into OUT/plots; without, nothing is written.
+    """
+    suites = list(suites)
+    if not isinstance(encoder, nn.Module):
+        given = {
+            "dataset": dataset,
+            "mean": mean,
+            "std": std,
+            "image_size": image_size,
+            "channels": channels,
+            "name": name,
+            "out": out,
+        }
+        stray = [key for key, value in given.items() if value is not None]
+        if stray:
+            raise ConfigError(
+                f"{', '.join(stray)}: only for an encoder module; run {encoder} is evaluated on its "
+                f"training data with its own preprocessing, into its eval.json"
+            )
+        return evaluate_run(
+            encoder,
+            suites,
+            device,
+            batch_size,
+            feature_layer,
+            max_train,
+            data_root,
+            options,
+            seed,
+            num_workers,
+            figures,
+        )
+    if isinstance(encoder, ForeignEncoder):
+        if any(v is not None for v in (dataset, mean, std, image_size, channels, name)):
+            raise ConfigError(
+                f"encoder {encoder.name} already has its dataset and preprocessing; pass its module to set them"
+            )
+    else:
+        if dataset is None:
+            raise ConfigError("evaluating an encoder module needs dataset=SPEC (e.g. 'digits', 'folder:/path')")
+        encoder = wrap_encoder(encoder, dataset, channels, image_size, mean, std, name, data_root)
+    return evaluate_encoder(
+        encoder,
+        suites,
+        out,
+        device,
+        batch_size,
+        feature_layer,
+        max_train,
+        data_root,
+        options,
+        seed,
+        num_workers,
+        figures,
+    )
+
+
+def _evaluate(
+    out_dir: Path | None,
+    names: list[str],
+    parsed: dict[str, Any],
+    ctx: ModelOnData,
+    feature_layer: str,
+    figures: bool,
+    report: bool = True,
+) -> dict:
+    """Run the suites on ``ctx``; with ``out_dir`` (a run, or a foreign encoder's folder), merge the results
+    into its eval.json and draw their figures into its plots/."""
+    paths = RunPaths(out_dir) if out_dir is not None else None
+    results = read_json(paths.eval, {}) if paths else {}
     for name in names:
         start = time.perf_counter()
         result = SUITES.get(name).run(ctx, parsed[name])
         result.setdefault("protocol", {})["seconds"] = round(time.perf_counter() - start, 2)
-        result["protocol"]["checkpoint"] = ctx.model.checkpoint_meta
+        result["protocol"]["checkpoint"] = ctx.checkpoint_meta
         results[result_key(name, feature_layer)] = result
-        atomic_write_json(paths.eval, results)
-    if figures:
+        if paths:
+            atomic_write_json(paths.eval, results)
+    if figures and paths and report:
+        write_report(paths, ctx)
+    elif figures and paths:
         from probcl.report.figures import render_run_figures
 
-        render_run_figures({name: results[result_key(name, feature_layer)] for name in names},
-                           result_key(ctx.method, feature_layer), paths.plots)
+        render_run_figures(
+            {name: results[result_key(name, feature_layer)] for name in names},
+            result_key(ctx.method, feature_layer),
+            paths.plots,
+        )
     return {k: results[k] for k in results if k.split("@")[0] in names}
 
 
@@ -53,24 +207,30 @@ def result_key(suite: str, feature_layer: str) -> str:
     return suite if feature_layer == "backbone" else f"{suite}@{feature_layer}"
 
 
-PLOT_DATA_KEYS = ("protocol", "histograms", "bins", "curves", "plot")  # not metrics: skipped by scalar_metrics
+def write_report(paths: RunPaths, ctx: ModelOnData) -> tuple[Path, Path]:
+    """RUN/report.md and RUN/report.html from all of RUN/eval.json and RUN/metrics.jsonl, with the embedding map
+    of ``ctx`` (kept in RUN/plots/embedding-map.json; recomputed when the checkpoint, layer or seed changed)."""
+    from probcl.eval.embedding_map import embedding_map
+    from probcl.report.run_report import write_run_report
+
+    cache = paths.plots / "embedding-map.json"
+    wanted = json.loads(
+        json.dumps(
+            {"checkpoint": ctx.checkpoint_meta, "feature_layer": ctx.feature_layer, "seed": ctx.seed}, default=str
+        )
+    )
+    embedding = read_json(cache)
+    if embedding is None or any(embedding["protocol"].get(k) != v for k, v in wanted.items()):
+        embedding = embedding_map(ctx, seed=ctx.seed)
+        embedding["protocol"].update(wanted)
+        atomic_write_json(cache, embedding)
+    return write_run_report(paths.root, embedding, ctx.method)
 
 
-def scalar_metrics(result: dict, prefix: str = "") -> dict[str, float]:
-    """The numeric leaves of a (nested) suite result as {"dotted.path": value}; protocol and plot data skipped."""
-    out: dict[str, float] = {}
-    for key, value in result.items():
-        if key in PLOT_DATA_KEYS:
-            continue
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(scalar_metrics(value, f"{name}."))
-        elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            out[name] = float(value)
-    return out
-
-
-def format_table(results: dict) -> list[tuple[str, str, str]]:
+def format_table(results: dict) -> list[tuple[str, ...]]:
     """Rows (suite, metric, value) of the scalar results, for printing."""
-    return [(suite, metric, f"{value:.4g}") for suite, result in results.items()
-            for metric, value in scalar_metrics(result).items()]
+    return [
+        (suite, metric, f"{value:.4g}")
+        for suite, result in results.items()
+        for metric, value in scalar_metrics(result).items()
+    ]

@@ -1,37 +1,177 @@
-"""`probcl export`: a run's backbone weights as a plain state_dict (safetensors or torch .pt).
+"""`probcl export`: a run's backbone in the layout timm and Hugging Face tools use, runnable outside probcl.
 
-ResNet backbones keep torchvision's parameter names (``fc`` is dropped), so the file
-loads into ``torchvision.models.resnet18()`` with ``strict=False`` once ``conv1`` and
-``maxpool`` match the run's stem; the sidecar JSON states the architecture.
+The output folder (default ``RUN/export/``) holds
+
+- ``model.safetensors``: the backbone's state_dict (``model.pt``, a ``torch.save`` of it, with ``--format
+  pt``). ResNet backbones keep torchvision's parameter names (``fc`` is dropped), so the file loads into
+  ``torchvision.models.resnet18()`` with ``strict=False`` once ``conv1`` and ``maxpool`` match the run's stem;
+- ``config.json``: what the weights need: method, backbone fields, input channels and size, feature width,
+  normalisation mean/std, probcl version, the checkpoint they came from;
+- with ``--format onnx``, also ``model.onnx``: input ``images``, float in [0, 1], (N, C, H, W) with any N;
+  the normalisation is inside the graph; output ``features`` (N, feature_dim).
+
+``probcl.load(FOLDER)`` reads the folder back (:func:`probcl.core.runs.load`). ``--out FILE.safetensors``
+(or ``.pt`` / ``.onnx``) writes that one file and its config as ``FILE.json`` beside it instead.
 """
+
 from __future__ import annotations
 
+import tempfile
+import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch import nn
 
+import probcl
 from probcl.config import to_plain
 from probcl.core.io import atomic_write, atomic_write_json
-from probcl.core.runs import load
+from probcl.core.runs import RunPaths, load_run
+from probcl.data.augment import Normalizer
+from probcl.errors import ConfigError, RunError
+from probcl.methods.base import SSLMethod
+from probcl.models.pretrained import BACKBONE_FIELDS, EXPORT_CONFIG, EXPORT_FORMAT, EXPORT_WEIGHTS
+
+FORMATS = ("safetensors", "onnx", "pt")
+ONNX_FILE = "model.onnx"
+ONNX_INPUT, ONNX_OUTPUT = "images", "features"
+ONNX_OPSET = 17  # run by every maintained ONNX runtime
+WEIGHTS_FILE = {"safetensors": "model.safetensors", "onnx": "model.safetensors", "pt": "model.pt"}
+FILE_SUFFIXES = {"safetensors": (".safetensors",), "onnx": (".onnx",), "pt": (".pt", ".pth", ".bin")}
+
+
+class NormalizedBackbone(nn.Module):
+    """[0, 1] float images -> backbone features: the input normalisation and the backbone as one graph."""
+
+    def __init__(self, backbone: nn.Module, normalizer: Normalizer) -> None:
+        super().__init__()
+        self.backbone, self.normalizer = backbone, normalizer
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return self.backbone(self.normalizer(images))
 
 
 def export_backbone(run: str | Path, out: str | Path | None = None, fmt: str = "safetensors") -> Path:
-    """Write the backbone state_dict of ``run`` and an ``.json`` sidecar; returns the weights path."""
-    model = load(run, device="cpu")
-    suffix = ".safetensors" if fmt == "safetensors" else ".pt"
-    run_root = Path(run) if Path(run).is_dir() else Path(run).parent
-    out = Path(out) if out else run_root / f"backbone{suffix}"
+    """Export the backbone of ``run`` (a run directory or .ckpt; see the module doc) as ``fmt``; returns the
+    file of that format (``model.safetensors``, ``model.pt`` or ``model.onnx``; or ``out`` when it names a file)."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown export format {fmt!r}; valid: {', '.join(FORMATS)}")
+    if fmt == "onnx":
+        _require_onnx()
+    model = load_run(run, device="cpu")
+    target = _target(Path(run), out, fmt)
     state = {k: v.detach().contiguous().clone() for k, v in model.backbone.state_dict().items()}
-    if fmt == "safetensors":
-        from safetensors.torch import save
+    if target.suffix:  # one file and its FILE.json
+        files = {"onnx" if fmt == "onnx" else "weights": target.name}
+        if fmt == "onnx":
+            _write_onnx(model, target)
+        else:
+            _write_weights(state, target, fmt)
+        atomic_write_json(config_file(target), export_config(model, files))
+        return target
+    weights = target / WEIGHTS_FILE[fmt]
+    files = {"weights": weights.name, **({"onnx": ONNX_FILE} if fmt == "onnx" else {})}
+    for stale in (*EXPORT_WEIGHTS, ONNX_FILE):  # an earlier export's other files would not match these weights
+        if stale not in files.values():
+            (target / stale).unlink(missing_ok=True)
+    _write_weights(state, weights, fmt)
+    atomic_write_json(target / EXPORT_CONFIG, export_config(model, files))
+    if fmt == "onnx":
+        _write_onnx(model, target / ONNX_FILE)
+        return target / ONNX_FILE
+    return weights
 
-        payload = save(state, metadata={"format": "pt"})
-        atomic_write(out, lambda fh: fh.write(payload))
-    else:
-        atomic_write(out, lambda fh: torch.save(state, fh))
-    atomic_write_json(out.with_suffix(".json"), {
-        "method": model.cfg.method, "model": to_plain(model.cfg.model), "in_channels": model.data_info.channels,
-        "feature_dim": model.feature_dim, "normalization": {"mean": model.data_info.mean, "std": model.data_info.std},
-        "image_size": model.data_info.image_size,
-    })
+
+def config_file(path: Path) -> Path:
+    """The config.json that describes an exported file: its folder's, or ``FILE.json`` for a single file."""
+    return path.parent / EXPORT_CONFIG if path.name in (*EXPORT_WEIGHTS, ONNX_FILE) else path.with_suffix(".json")
+
+
+def export_config(model: SSLMethod, files: dict[str, str]) -> dict[str, Any]:
+    """config.json: what a user (or ``probcl.load``) needs to run the exported backbone."""
+    info = model.data_info
+    return {
+        "format": EXPORT_FORMAT,
+        "probcl_version": probcl.__version__,
+        "method": model.cfg.method,
+        "model": {k: v for k, v in to_plain(model.cfg.model).items() if k in BACKBONE_FIELDS},
+        "in_channels": info.channels,
+        "image_size": info.image_size,
+        "feature_dim": model.feature_dim,
+        "normalization": {"mean": info.mean, "std": info.std},
+        "input": "images (N, in_channels, image_size, image_size) in [0, 1] (uint8 / 255), then (x - mean) / std; "
+        f"{ONNX_FILE} takes the [0, 1] images and normalises them itself",
+        "dataset": info.dataset,
+        "num_classes": info.num_classes,
+        "files": files,
+        "source": model.checkpoint_meta,
+    }
+
+
+def _target(run: Path, out: str | Path | None, fmt: str) -> Path:
+    """The export folder, or the single file ``out`` names (by its suffix)."""
+    if out is None:  # RUN/export, also for RUN/checkpoints/NAME.ckpt
+        root = run if run.is_dir() else run.parent
+        return (root.parent if RunPaths(root.parent).checkpoints == root else root) / "export"
+    out = Path(out)
+    suffixes = {s for options in FILE_SUFFIXES.values() for s in options}
+    if out.suffix in suffixes and not out.is_dir():
+        if out.suffix not in FILE_SUFFIXES[fmt]:
+            raise ConfigError(
+                f"--out {out} does not fit --format {fmt}: name a folder, or a {' / '.join(FILE_SUFFIXES[fmt])} file"
+            )
+        return out
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is an existing file; name a folder, or a {' / '.join(FILE_SUFFIXES[fmt])} file")
     return out
+
+
+def _write_weights(state: dict[str, torch.Tensor], path: Path, fmt: str) -> None:
+    if fmt == "pt":
+        atomic_write(path, lambda fh: torch.save(state, fh))
+        return
+    from safetensors.torch import save
+
+    payload = save(state, metadata={"format": "pt"})
+    atomic_write(path, lambda fh: fh.write(payload))
+
+
+def _require_onnx() -> None:
+    try:
+        import onnx  # noqa: F401 - checks the model after export
+    except ImportError:
+        raise ConfigError("--format onnx needs the onnx package: pip install 'probcl[onnx]'") from None
+
+
+def _write_onnx(model: SSLMethod, path: Path) -> None:
+    """The normalisation and backbone as an ONNX graph with a dynamic batch axis, checked by onnx."""
+    import onnx
+
+    info = model.data_info
+    graph = NormalizedBackbone(model.backbone, model.normalizer).eval()
+    example = torch.rand(2, info.channels, info.image_size, info.image_size)
+    with tempfile.TemporaryDirectory() as scratch:
+        written = Path(scratch) / ONNX_FILE
+        try:
+            with warnings.catch_warnings():  # torch announces the TorchScript exporter's deprecation on every call
+                warnings.simplefilter("ignore", DeprecationWarning)
+                torch.onnx.export(
+                    graph,
+                    (example,),
+                    written,
+                    dynamo=False,
+                    opset_version=ONNX_OPSET,
+                    input_names=[ONNX_INPUT],
+                    output_names=[ONNX_OUTPUT],
+                    dynamic_axes={ONNX_INPUT: {0: "batch"}, ONNX_OUTPUT: {0: "batch"}},
+                )
+            onnx.checker.check_model(str(written))
+        except Exception as e:  # noqa: BLE001 - any exporter failure means the same thing here
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise RunError(
+                f"cannot export the {model.cfg.model.backbone} backbone to ONNX ({first}); "
+                f"--format safetensors or pt still export it"
+            ) from None
+        graph_bytes = written.read_bytes()
+    atomic_write(path, lambda fh: fh.write(graph_bytes))

@@ -1,4 +1,5 @@
 """`probcl pretrain`: data -> method -> Lightning Trainer, with atomic checkpoints and automatic resume."""
+
 from __future__ import annotations
 
 import logging
@@ -23,10 +24,11 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 
 from probcl.config import Config, ConfigError, TrainConfig, from_dict, save_config
 from probcl.core.io import atomic_write
+from probcl.core.loggers import check_loggers, extra_loggers
 from probcl.core.metrics_log import JsonlLogger
 from probcl.core.resume import ExactResume, GracefulStop, ResumableLoader
 from probcl.core.runs import RunLock, RunPaths, move_aside
-from probcl.data.datasets import TensorImages, load_dataset, random_subset
+from probcl.data.datasets import ImageSource, TensorImages, load_dataset, random_subset
 from probcl.eval.features import extract
 from probcl.eval.knn import topk_accuracy, weighted_knn_scores
 from probcl.methods import METHODS, DataInfo, SSLMethod
@@ -55,8 +57,9 @@ class MidEpochCheckpoint(ModelCheckpoint):
     """Every-N-steps checkpoints, except at an epoch's last batch: the epoch-end checkpoint follows
     the epoch-end work (online monitor), so a kill during that work replays it on resume."""
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if batch_idx + 1 < trainer.num_training_batches:
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
@@ -75,10 +78,11 @@ class OnlineMonitor(Callback):
         self.spent = 0.0
         self.started = time.perf_counter()
 
-    def on_train_start(self, trainer: pl.Trainer, pl_module: SSLMethod) -> None:
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.spent, self.started = 0.0, time.perf_counter()
 
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: SSLMethod) -> None:
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        assert isinstance(pl_module, SSLMethod)
         epoch = trainer.current_epoch + 1
         if epoch % self.every and epoch != trainer.max_epochs:
             return
@@ -89,16 +93,20 @@ class OnlineMonitor(Callback):
         metrics["monitor/seconds"] = seconds
         metrics["monitor/share"] = self.spent / max(time.perf_counter() - self.started, 1e-9)
         pl_module.log_dict(metrics, on_epoch=True, prog_bar=True, sync_dist=True)  # equal on all ranks
-        rank_zero_only(print)(f"monitor (epoch {epoch}): kNN {metrics['monitor/knn_top1']:.2f} %, {seconds:.1f} s "
-                              f"({100 * metrics['monitor/share']:.1f} % of the run's time so far)")
+        rank_zero_only(print)(
+            f"monitor (epoch {epoch}): kNN {metrics['monitor/knn_top1']:.2f} %, {seconds:.1f} s "
+            f"({100 * metrics['monitor/share']:.1f} % of the run's time so far)"
+        )
 
     def measure(self, pl_module: SSLMethod) -> dict[str, float]:
         """kNN and online-probe top-1 of the current encoder on the monitor sets."""
         was_training = pl_module.training
         pl_module.eval()
-        train_f, train_y = extract(pl_module.embed, self.train, device=pl_module.device, description="monitor: train features")
-        test_f, test_y = extract(pl_module.embed, self.test, device=pl_module.device, description="monitor: test features")
+        device = pl_module.device
+        train_f, train_y = extract(pl_module.embed, self.train, device=device, description="monitor: train features")
+        test_f, test_y = extract(pl_module.embed, self.test, device=device, description="monitor: test features")
         classes = pl_module.data_info.num_classes
+        assert classes is not None  # monitor sets are made only for labeled data
         knn = topk_accuracy(weighted_knn_scores(train_f, train_y, test_f, classes, self.K, self.T), test_y)
         metrics = {"monitor/knn_top1": knn["top1"], "monitor/knn_top5": knn.get("top5", knn["top1"])}
         if pl_module.online_probe is not None:
@@ -109,29 +117,32 @@ class OnlineMonitor(Callback):
         return metrics
 
 
-def data_info_for(cfg: Config, train: TensorImages) -> DataInfo:
+def data_info_for(cfg: Config, train: ImageSource) -> DataInfo:
     """Channels, size, classes and normalisation statistics of the training data."""
     if cfg.augment.normalize == "symmetric":
         mean, std = [0.5] * train.channels, [0.5] * train.channels
     else:
-        sample = torch.stack([train[i][0] for i in random_subset(len(train), min(len(train), STAT_SAMPLES)).tolist()])
-        pixels = sample.float().div(255.0).transpose(0, 1).reshape(train.channels, -1)
+        sampled = train.subset(random_subset(len(train), min(len(train), STAT_SAMPLES)))
+        images = sampled.to_memory(cfg.data.num_workers).images
+        pixels = images.float().div(255.0).transpose(0, 1).reshape(train.channels, -1)
         mean, std = pixels.mean(1).tolist(), pixels.std(1).clamp_min(1e-3).tolist()
     return DataInfo(cfg.data.dataset, train.channels, train.image_size, train.num_classes, mean, std)
 
 
-def _monitor_sets(cfg: Config, train, seed: int) -> tuple[TensorImages, TensorImages] | None:
+def _monitor_sets(cfg: Config, train: ImageSource, seed: int) -> tuple[TensorImages, TensorImages] | None:
+    """Seeded subsets of the labeled training images and of the test set, in memory (streamed folders decoded
+    once, in ``data.num_workers`` processes)."""
     labels = train.labels()
-    if not isinstance(train, TensorImages) or labels is None or not (labels >= 0).all():
+    if labels is None or not (labels >= 0).any():
         return None
-    test = load_dataset(cfg.data.dataset, "test", cfg.data.root, cfg.data.download, cfg.data.image_size,
-                        train.channels)
+    test = load_dataset(cfg.data.dataset, "test", cfg.data.root, cfg.data.download, cfg.data.image_size, train.channels)
     if test.labels() is None:
         return None
-    t = cfg.train
-    train_mon = train.subset(random_subset(len(train), min(len(train), t.monitor_train_samples), seed))
+    t, workers = cfg.train, cfg.data.num_workers
+    labeled = torch.nonzero(labels >= 0).flatten()  # all of them but STL-10's unlabeled images
+    train_mon = train.subset(labeled[random_subset(len(labeled), min(len(labeled), t.monitor_train_samples), seed)])
     test_mon = test.subset(random_subset(len(test), min(len(test), t.monitor_test_samples), seed))
-    return train_mon, test_mon
+    return train_mon.to_memory(workers), test_mon.to_memory(workers)
 
 
 def _check_resume_config(paths: RunPaths, cfg: Config) -> None:
@@ -147,23 +158,9 @@ def _check_resume_config(paths: RunPaths, cfg: Config) -> None:
         )
 
 
-def _extra_logger(name: str, paths: RunPaths) -> Logger:
-    """A Lightning logger named in ``train.loggers`` (names checked by Config.validate)."""
-    try:
-        if name == "tensorboard":
-            from lightning.pytorch.loggers import TensorBoardLogger
-
-            return TensorBoardLogger(paths.root, name="tensorboard", version="")
-        if name == "wandb":
-            from lightning.pytorch.loggers import WandbLogger
-
-            return WandbLogger(save_dir=str(paths.root), name=paths.root.name)
-        from lightning.pytorch.loggers import MLFlowLogger
-
-        return MLFlowLogger(experiment_name=paths.root.name, tracking_uri=(paths.root / "mlruns").resolve().as_uri())
-    except ModuleNotFoundError as e:
-        raise ConfigError(f"train.loggers: {name} needs the {e.name} package; `pip install {e.name}` "
-                          f"or drop {name} from train.loggers") from None
+def _is_rank_zero() -> bool:
+    """True in the process that writes the run directory."""
+    return rank_zero_only.rank == 0  # type: ignore[attr-defined]  # set on the function by Lightning
 
 
 def _trainer(**kwargs: Any) -> pl.Trainer:
@@ -171,8 +168,9 @@ def _trainer(**kwargs: Any) -> pl.Trainer:
     try:
         return pl.Trainer(**kwargs)
     except (MisconfigurationException, ValueError, RuntimeError) as e:
-        raise ConfigError(f"train settings rejected by Lightning: {e}. Check --accelerator, --devices, "
-                          f"--strategy and --precision") from None
+        raise ConfigError(
+            f"train settings rejected by Lightning: {e}. Check --accelerator, --devices, --strategy and --precision"
+        ) from None
 
 
 def check_devices(t: TrainConfig) -> None:
@@ -186,8 +184,9 @@ def check_devices(t: TrainConfig) -> None:
     if isinstance(devices, int) and not isinstance(devices, bool):
         wanted = have if devices == -1 else devices
         if not 1 <= wanted <= have:
-            raise ConfigError(f"train.devices={t.devices} but this machine has {have} {kind}; use 1..{have}, "
-                              f"-1 (all) or auto")
+            raise ConfigError(
+                f"train.devices={t.devices} but this machine has {have} {kind}; use 1..{have}, -1 (all) or auto"
+            )
     elif isinstance(devices, (list, tuple)):
         bad = [d for d in devices if not isinstance(d, int) or not 0 <= d < have]
         if bad or not devices:
@@ -204,8 +203,9 @@ def pretrain(cfg: Config, resume: bool | None = None, callbacks: Sequence[Callba
     cfg = METHODS.get(cfg.method).prepare_config(cfg)
     paths = RunPaths(Path(cfg.run_dir))
     check_devices(cfg.train)
-    with RunLock(paths.root, "pretrain") if rank_zero_only.rank == 0 else nullcontext():
-        if resume is False and rank_zero_only.rank == 0:
+    check_loggers(cfg.train.loggers)
+    with RunLock(paths.root, "pretrain") if _is_rank_zero() else nullcontext():
+        if resume is False and _is_rank_zero():
             moved = move_aside(paths)
             if moved is not None:
                 print(f"probcl: --no-resume: the previous run's files were moved to {moved}", file=sys.stderr)
@@ -223,14 +223,14 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
     pl.seed_everything(cfg.train.seed, workers=True, verbose=False)
 
     d = cfg.data
-    train = load_dataset(d.dataset, "train", d.root, d.download, d.image_size)
-    if d.train_subset is not None and isinstance(train, TensorImages) and d.train_subset < len(train):
+    train = load_dataset(d.dataset, "pretrain", d.root, d.download, d.image_size)
+    if d.train_subset is not None and d.train_subset < len(train):
         train = train.subset(random_subset(len(train), d.train_subset, cfg.train.seed))
     t = cfg.train
     if len(train) < t.batch_size:
         raise ConfigError(f"train.batch_size={t.batch_size} exceeds the {len(train)} training images; lower it")
     info = data_info_for(cfg, train)
-    if ckpt_path is None and rank_zero_only.rank == 0:
+    if ckpt_path is None and _is_rank_zero():
         paths.root.mkdir(parents=True, exist_ok=True)
         save_config(cfg, paths.config)
     model = method_cls(cfg, info, hp)
@@ -239,8 +239,14 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
 
     metrics_log = JsonlLogger(paths.metrics)
     stop = GracefulStop(paths.last)
-    loader = ResumableLoader(train, t.batch_size, t.seed, num_workers=d.num_workers,
-                             persistent_workers=d.num_workers > 0, pin_memory=torch.cuda.is_available())
+    loader = ResumableLoader(
+        train,
+        t.batch_size,
+        t.seed,
+        num_workers=d.num_workers,
+        persistent_workers=d.num_workers > 0,
+        pin_memory=torch.cuda.is_available(),
+    )
     callbacks = [
         *callbacks,
         ExactResume(loader, t.seed, metrics_log),
@@ -250,28 +256,55 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         LearningRateMonitor(logging_interval="epoch"),
     ]
     if t.checkpoint_every_n_steps:
-        callbacks.append(MidEpochCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1,
-                                            enable_version_counter=False,
-                                            every_n_train_steps=t.checkpoint_every_n_steps))
+        callbacks.append(
+            MidEpochCheckpoint(
+                dirpath=paths.checkpoints,
+                filename="last",
+                save_top_k=1,
+                enable_version_counter=False,
+                every_n_train_steps=t.checkpoint_every_n_steps,
+            )
+        )
     monitor_sets = _monitor_sets(cfg, train, t.seed)
     if monitor_sets is not None and t.monitor_every_n_epochs > 0:
         callbacks.append(OnlineMonitor(*monitor_sets, every_n_epochs=t.monitor_every_n_epochs))
-        callbacks.append(ModelCheckpoint(dirpath=paths.checkpoints, filename="best", monitor="monitor/knn_top1",
-                                         mode="max", save_top_k=1, enable_version_counter=False))
-    loggers: list[Logger] = [metrics_log, *(_extra_logger(name, paths) for name in t.loggers)]
+        callbacks.append(
+            ModelCheckpoint(
+                dirpath=paths.checkpoints,
+                filename="best",
+                monitor="monitor/knn_top1",
+                mode="max",
+                save_top_k=1,
+                enable_version_counter=False,
+            )
+        )
+    loggers: list[Logger] = [metrics_log, *extra_loggers(t.loggers, paths.root, resuming=ckpt_path is not None)]
     limit = t.limit_train_batches
     trainer = _trainer(
-        max_epochs=t.epochs, accelerator=t.accelerator, devices=t.devices, strategy=t.strategy,
-        num_nodes=t.num_nodes, precision=t.precision, sync_batchnorm=t.sync_batchnorm,
-        deterministic="warn" if t.deterministic else False, default_root_dir=str(paths.root),
-        logger=loggers, callbacks=callbacks, plugins=[AtomicCheckpointIO()],
+        max_epochs=t.epochs,
+        accelerator=t.accelerator,
+        devices=t.devices,
+        strategy=t.strategy,
+        num_nodes=t.num_nodes,
+        precision=t.precision,
+        sync_batchnorm=t.sync_batchnorm,
+        deterministic="warn" if t.deterministic else False,
+        default_root_dir=str(paths.root),
+        logger=loggers,
+        callbacks=callbacks,
+        plugins=[AtomicCheckpointIO()],
         limit_train_batches=(int(limit) if limit is not None and limit > 1 else limit),
-        log_every_n_steps=max(1, min(10, len(loader))), enable_progress_bar=t.progress_bar, enable_model_summary=False,
-        num_sanity_val_steps=0, use_distributed_sampler=False,  # ResumableLoader shards by rank itself
+        log_every_n_steps=max(1, min(10, len(loader))),
+        enable_progress_bar=t.progress_bar,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        use_distributed_sampler=False,  # ResumableLoader shards by rank itself
     )
     if t.sync_batchnorm and trainer.world_size > 1 and isinstance(trainer.accelerator, CPUAccelerator):
-        raise ConfigError("train.sync_batchnorm needs GPUs (torch's SyncBatchNorm has no CPU kernel); drop "
-                          "--sync-batchnorm on CPU (MoCo keeps method_args.shuffle_bn instead)")
+        raise ConfigError(
+            "train.sync_batchnorm needs GPUs (torch's SyncBatchNorm has no CPU kernel); drop "
+            "--sync-batchnorm on CPU (MoCo keeps method_args.shuffle_bn instead)"
+        )
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", ".*does not have many workers.*")
         warnings.filterwarnings("ignore", ".*LeafSpec.*")

@@ -5,6 +5,7 @@ against the projections of second views v'_m of real images. Chains start from u
 noise or from data views and follow proximal SGLD (Eq. 21) with the run's step size and
 clamp; samples stay in the valid pixel range.
 """
+
 from __future__ import annotations
 
 import math
@@ -46,9 +47,18 @@ def _random_images(data: ImageSource, count: int, generator: torch.Generator) ->
 
 
 @torch.no_grad()
-def draw_samples(model: SSLMethod, data: ImageSource, num: int = 64, steps: int = 200, start: Start = "noise",
-                 step_size: float | None = None, clamp: float | None = None, sigma: float | None = None,
-                 reference_size: int = 256, seed: int = 0) -> DrawnSamples:
+def draw_samples(
+    model: SSLMethod,
+    data: ImageSource,
+    num: int = 64,
+    steps: int = 200,
+    start: Start = "noise",
+    step_size: float | None = None,
+    clamp: float | None = None,
+    sigma: float | None = None,
+    reference_size: int = 256,
+    seed: int = 0,
+) -> DrawnSamples:
     """Run proximal SGLD on the energy of ``model`` for ``steps`` steps from noise or data views.
 
     ``data`` supplies the reference second views (and the starting views for ``start='data'``);
@@ -56,8 +66,10 @@ def draw_samples(model: SSLMethod, data: ImageSource, num: int = 64, steps: int 
     Seeds torch's global generator with ``seed`` (views and SGLD noise draw from it).
     """
     if not isinstance(model, EnergyModel):
-        raise ConfigError(f"method {model.cfg.method!r} has no energy model to sample from; "
-                          f"`probcl sample` needs a run of: {', '.join(energy_model_methods())}")
+        raise ConfigError(
+            f"method {model.cfg.method!r} has no energy model to sample from; "
+            f"`probcl sample` needs a run of: {', '.join(energy_model_methods())}"
+        )
     if start not in ("noise", "data"):
         raise ConfigError(f"start must be 'noise' or 'data', got {start!r}")
     settings = model.sgld_settings()
@@ -81,12 +93,14 @@ def draw_samples(model: SSLMethod, data: ImageSource, num: int = 64, steps: int 
         return model.image_energy(v, z_ref)
 
     trace = proximal_sgld(energy_fn, init, steps, step_size, clamp, sigma, (low, high))
-    return DrawnSamples(model.normalizer.inverse(trace.samples).clamp(0, 1).cpu(),
-                        energy_fn(trace.samples).cpu(), energy_fn(init).cpu())
+    return DrawnSamples(
+        model.normalizer.inverse(trace.samples).clamp(0, 1).cpu(), energy_fn(trace.samples).cpu(), energy_fn(init).cpu()
+    )
 
 
-def save_sample_grid(samples: DrawnSamples, path: str | Path, ncols: int | None = None,
-                     title: str | None = None) -> Path:
+def save_sample_grid(
+    samples: DrawnSamples, path: str | Path, ncols: int | None = None, title: str | None = None
+) -> Path:
     """Write the samples as a PNG grid, each image titled with its energy (atomically)."""
     from matplotlib.figure import Figure
 
@@ -110,13 +124,20 @@ def save_sample_grid(samples: DrawnSamples, path: str | Path, ncols: int | None 
     return save_figure(fig, path, dpi=100)
 
 
-def sample_run(run: str | Path, out: str | Path | None = None, data: str | None = None,
-               data_root: str | None = None, checkpoint: str = "last", device: str = "auto",
-               ncols: int | None = None, **options) -> tuple[Path, DrawnSamples]:
+def sample_run(
+    run: str | Path,
+    out: str | Path | None = None,
+    data: str | None = None,
+    data_root: str | None = None,
+    checkpoint: str = "last",
+    device: str = "auto",
+    ncols: int | None = None,
+    **options,
+) -> tuple[Path, DrawnSamples]:
     """Load a run, draw samples (see :func:`draw_samples` for ``options``) and save the grid."""
-    from probcl.core.runs import RunPaths, load
+    from probcl.core.runs import RunPaths, load_run
 
-    model = load(run, checkpoint, device)
+    model = load_run(run, checkpoint, device)
     info = model.data_info
     spec = data or model.cfg.data.dataset
     root = data_root if data_root is not None else model.cfg.data.root
@@ -124,6 +145,8 @@ def sample_run(run: str | Path, out: str | Path | None = None, data: str | None 
     samples = draw_samples(model, reference, **options)
     out = Path(out) if out is not None else RunPaths(Path(run)).plots / "samples.png"
     start, steps = options.get("start", "noise"), options.get("steps", 200)
-    title = (f"{model.cfg.method}: {steps} SGLD steps from {start}; "
-             f"mean energy {samples.initial_energies.mean():.2f} -> {samples.energies.mean():.2f}")
+    title = (
+        f"{model.cfg.method}: {steps} SGLD steps from {start}; "
+        f"mean energy {samples.initial_energies.mean():.2f} -> {samples.energies.mean():.2f}"
+    )
     return save_sample_grid(samples, out, ncols, title), samples

@@ -1,4 +1,5 @@
 """The OOD battery's generated sets and the held-out-class filter, against hand-computed expectations."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Seeded subsets are a method of every image source and pick the same items in memory and on disk."""
+
 import pytest
 import torch
 from PIL import Image

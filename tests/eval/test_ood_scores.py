@@ -1,4 +1,5 @@
 """ID-fitted outlier scores against scikit-learn / numpy references and hand-computed tail probabilities."""
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,9 @@ def test_class_conditional_mahalanobis_is_the_nearest_class_under_the_pooled_cov
     g = torch.Generator().manual_seed(1)
     means = torch.tensor([[0.0, 0.0, 0.0], [5.0, 0.0, 0.0], [0.0, 5.0, 0.0]], dtype=torch.float64)
     labels = torch.arange(3).repeat_interleave(100)
-    x = means[labels] + torch.randn(300, 3, generator=g, dtype=torch.float64) * torch.tensor([1.0, 0.5, 2.0], dtype=torch.float64)
+    x = means[labels] + torch.randn(300, 3, generator=g, dtype=torch.float64) * torch.tensor(
+        [1.0, 0.5, 2.0], dtype=torch.float64
+    )
     q = torch.randn(10, 3, generator=g, dtype=torch.float64) * 4
     xn, ln, qn = x.numpy(), labels.numpy(), q.numpy()
     mu = np.stack([xn[ln == c].mean(0) for c in range(3)])
@@ -37,16 +40,24 @@ def test_class_conditional_mahalanobis_is_the_nearest_class_under_the_pooled_cov
 
 
 def test_tail_probabilities_hand_computed():
-    combiner = TailCombiner.fit({"a": torch.tensor([1.0, 2.0, 3.0, 4.0]), "b": torch.tensor([10.0, 20.0, 30.0, 40.0])},
-                                two_sided=frozenset({"b"}))
+    combiner = TailCombiner.fit(
+        {"a": torch.tensor([1.0, 2.0, 3.0, 4.0]), "b": torch.tensor([10.0, 20.0, 30.0, 40.0])},
+        two_sided=frozenset({"b"}),
+    )
     # one-sided: (1 + #{ID >= s}) / 5
-    torch.testing.assert_close(combiner.tail_probability("a", torch.tensor([0.0, 2.0, 2.5, 9.0])),
-                               torch.tensor([5 / 5, 4 / 5, 3 / 5, 1 / 5], dtype=torch.float64))
+    torch.testing.assert_close(
+        combiner.tail_probability("a", torch.tensor([0.0, 2.0, 2.5, 9.0])),
+        torch.tensor([5 / 5, 4 / 5, 3 / 5, 1 / 5], dtype=torch.float64),
+    )
     # two-sided: 2 min(upper, lower), lower = (1 + #{ID <= s}) / 5
-    torch.testing.assert_close(combiner.tail_probability("b", torch.tensor([0.0, 25.0, 99.0])),
-                               torch.tensor([2 / 5, 1.0, 2 / 5], dtype=torch.float64))
+    torch.testing.assert_close(
+        combiner.tail_probability("b", torch.tensor([0.0, 25.0, 99.0])),
+        torch.tensor([2 / 5, 1.0, 2 / 5], dtype=torch.float64),
+    )
     combined = combiner.combine({"a": torch.tensor([9.0, 2.0]), "b": torch.tensor([25.0, 0.0])})
-    torch.testing.assert_close(combined.double(), torch.tensor([-math.log(1 / 5), -math.log(2 / 5)], dtype=torch.float64))
+    torch.testing.assert_close(
+        combined.double(), torch.tensor([-math.log(1 / 5), -math.log(2 / 5)], dtype=torch.float64)
+    )
     assert combiner.culprit({"a": torch.tensor([9.0, 2.0]), "b": torch.tensor([25.0, 0.0])}) == ["a", "b"]
 
 

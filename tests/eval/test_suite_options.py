@@ -1,4 +1,5 @@
 """Suite options: typed, validated before any work, and one-line CLI errors (exit 2, no traceback)."""
+
 import pytest
 
 from probcl.cli import main
@@ -17,18 +18,21 @@ def test_options_are_converted_to_their_declared_types():
     assert SUITES.get("knn").parse_options(None).k == 200
 
 
-@pytest.mark.parametrize("suite, raw, message", [
-    ("knn", {"nope": 1}, r"unknown suite option knn\.nope; valid options: k, temperature, plain_k"),
-    ("linear", {"nope": 1}, "linear.nope; suite linear takes no options"),
-    ("knn", {"k": 0}, r"knn\.k must be >= 1, got 0"),
-    ("knn", {"k": "many"}, r"knn\.k must be an integer"),
-    ("ood", {"dropout": 1.5}, r"ood\.dropout must be in \[0, 1\)"),
-    ("calibration", {"holdout": 1}, r"calibration\.holdout must be in \(0, 1\)"),
-    ("lipschitz", {"strengths": [0.4, 0.4]}, r"lipschitz\.strengths needs 4 values"),
-    ("lipschitz", {"layer": "pixels"}, r"lipschitz\.layer must be one of encoder, projection"),
-    ("corruptions", {"corruptions": ["fog"]}, "unknown corruption 'fog'"),
-    ("fewshot", {"fractions": [0.0]}, r"fewshot\.fractions must be in \(0, 1\]"),
-])
+@pytest.mark.parametrize(
+    "suite, raw, message",
+    [
+        ("knn", {"nope": 1}, r"unknown suite option knn\.nope; valid options: k, temperature, plain_k"),
+        ("linear", {"nope": 1}, "linear.nope; suite linear takes no options"),
+        ("knn", {"k": 0}, r"knn\.k must be >= 1, got 0"),
+        ("knn", {"k": "many"}, r"knn\.k must be an integer"),
+        ("ood", {"dropout": 1.5}, r"ood\.dropout must be in \[0, 1\)"),
+        ("calibration", {"holdout": 1}, r"calibration\.holdout must be in \(0, 1\)"),
+        ("lipschitz", {"strengths": [0.4, 0.4]}, r"lipschitz\.strengths needs 4 values"),
+        ("lipschitz", {"layer": "pixels"}, r"lipschitz\.layer must be one of encoder, projection"),
+        ("corruptions", {"corruptions": ["fog"]}, "unknown corruption 'fog'"),
+        ("fewshot", {"fractions": [0.0]}, r"fewshot\.fractions must be in \(0, 1\]"),
+    ],
+)
 def test_bad_options_name_the_suite_key(suite, raw, message):
     with pytest.raises(ConfigError, match=message):
         SUITES.get(suite).parse_options(raw)
@@ -39,12 +43,15 @@ def test_options_for_a_suite_that_is_not_run_are_an_error():
         SUITES.parse_all(["linear"], {"knn": {"k": 5}})
 
 
-@pytest.mark.parametrize("suites, option, message", [
-    ("linear", "linear.nope=1", "unknown suite option linear.nope"),
-    ("linear,knn", "knn.k=-3", "knn.k must be >= 1"),
-    ("linear", "knn.k=5", "not being run"),
-    ("linear", "linear", "must look like SUITE.KEY=VALUE"),
-])
+@pytest.mark.parametrize(
+    "suites, option, message",
+    [
+        ("linear", "linear.nope=1", "unknown suite option linear.nope"),
+        ("linear,knn", "knn.k=-3", "knn.k must be >= 1"),
+        ("linear", "knn.k=5", "not being run"),
+        ("linear", "linear", "must look like SUITE.KEY=VALUE"),
+    ],
+)
 def test_cli_option_errors_are_one_line_and_exit_2(tmp_path, capsys, suites, option, message):
     # the run does not exist: options are checked before the run is even looked at
     code = main(["evaluate", str(tmp_path / "run"), "--suite", suites, "--option", option])

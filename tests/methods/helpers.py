@@ -1,4 +1,5 @@
 """Tiny models for the method tests: a 4-channel CNN on 12x12 single-channel inputs."""
+
 from __future__ import annotations
 
 import torch
@@ -12,9 +13,15 @@ DATA_INFO = dict(dataset="digits", channels=1, image_size=12, num_classes=None, 
 def build(method: str, batch_size: int = 8, **method_args) -> SSLMethod:
     """A freshly seeded ``method`` in train mode, built from a validated Config."""
     torch.manual_seed(0)
-    overrides = {"method": method, "model.backbone": "cnn", "model.width": 4, "model.proj_hidden": 16,
-                 "model.proj_out": 8, "train.batch_size": batch_size,
-                 **{f"method_args.{k}": v for k, v in method_args.items()}}
+    overrides = {
+        "method": method,
+        "model.backbone": "cnn",
+        "model.width": 4,
+        "model.proj_hidden": 16,
+        "model.proj_out": 8,
+        "train.batch_size": batch_size,
+        **{f"method_args.{k}": v for k, v in method_args.items()},
+    }
     return METHODS.get(method)(load_config(None, overrides), DATA_INFO).train()
 
 

@@ -1,4 +1,5 @@
 """docs/adding-a-method.md's example, executed: it trains, resumes, evaluates and declares its uncertainty."""
+
 from __future__ import annotations
 
 import re
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import tiny_overrides
 
 import probcl
 from probcl.config import load_config
@@ -17,8 +19,6 @@ from probcl.methods import METHODS
 from probcl.methods.capabilities import HasUncertainty
 from probcl.tasks.evaluate import evaluate_run
 from probcl.tasks.pretrain import pretrain
-
-from conftest import tiny_overrides
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "adding-a-method.md"
 NAME = "barlow-twins-example"
@@ -39,6 +39,7 @@ def barlow_twins():
 
 def barlow_twins_loss_numpy(z1: np.ndarray, z2: np.ndarray, lambd: float, eps: float) -> float:
     """Barlow Twins Eq. 1 written out element by element (float64)."""
+
     def standardise(z):
         return (z - z.mean(0)) / (z.std(0, ddof=1) + eps)
 
@@ -48,7 +49,7 @@ def barlow_twins_loss_numpy(z1: np.ndarray, z2: np.ndarray, lambd: float, eps: f
     for i in range(d):
         for j in range(d):
             c_ij = sum(a[k, i] * b[k, j] for k in range(n)) / n
-            loss += (1 - c_ij) ** 2 if i == j else lambd * c_ij ** 2
+            loss += (1 - c_ij) ** 2 if i == j else lambd * c_ij**2
     return loss
 
 

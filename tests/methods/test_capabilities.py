@@ -1,4 +1,5 @@
 """Methods declare what they can do; nothing else in the package is asked."""
+
 from probcl.methods import METHODS
 from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import DirectionalEncoder, EnergyModel, HasUncertainty, StochasticEncoder

@@ -1,4 +1,5 @@
 """KeyQueue (MoCo's dictionary) and the momentum key encoder as components."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """The base class's EMA over the (online, target) pairs a method declares (MoCo Eq. 2, BYOL Sec. 3.1)."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,15 +19,20 @@ def fill_(module: nn.Module, value: float) -> None:
             p.fill_(value)
 
 
-@pytest.mark.parametrize("method, args", [
-    ("moco", {"momentum": 0.9}),
-    ("vem-langevin", {"base": "moco", "momentum": 0.75}),
-])
+@pytest.mark.parametrize(
+    "method, args",
+    [
+        ("moco", {"momentum": 0.9}),
+        ("vem-langevin", {"base": "moco", "momentum": 0.75}),
+    ],
+)
 def test_every_declared_pair_gets_exactly_m_target_plus_one_minus_m_online(method, args):
     model = build(method, **args)
     pairs = model.momentum_pairs()
-    assert [(online is model.backbone, online is model.projector) for online, _ in pairs] == \
-        [(True, False), (False, True)]
+    assert [(online is model.backbone, online is model.projector) for online, _ in pairs] == [
+        (True, False),
+        (False, True),
+    ]
     for i, (online, target) in enumerate(pairs):
         fill_(online, 1.0 + i)  # backbone 1, projector 2
         fill_(target, 5.0)
@@ -60,8 +66,10 @@ def test_methods_without_pairs_change_nothing():
 
 def test_byol_declares_its_target_networks():
     model = build("byol")
-    assert model.momentum_pairs() == [(model.backbone, model.target_backbone),
-                                      (model.projector, model.target_projector)]
+    assert model.momentum_pairs() == [
+        (model.backbone, model.target_backbone),
+        (model.projector, model.target_projector),
+    ]
 
 
 def test_pairs_without_a_momentum_are_a_clear_error():

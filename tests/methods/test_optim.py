@@ -1,4 +1,5 @@
 """LARS and the warm-up + cosine schedule against their formulas (hand-computed, not the code's own output)."""
+
 from __future__ import annotations
 
 import math
@@ -64,7 +65,9 @@ def test_warmup_then_cosine_matches_the_formula():
     assert lr_factor(100, total, warmup, "cosine", min_ratio=0.1) == pytest.approx(0.1)
     assert lr_factor(50, total, warmup, "constant") == 1.0
     p = nn.Parameter(torch.zeros(2, 2))
-    opt = build_optimizer(OptimConfig(name="sgd", lr=base, warmup_epochs=1.0), [("w", p)], [nn.Parameter(torch.zeros(1))], 256)
+    opt = build_optimizer(
+        OptimConfig(name="sgd", lr=base, warmup_epochs=1.0), [("w", p)], [nn.Parameter(torch.zeros(1))], 256
+    )
     sched = build_scheduler(opt, OptimConfig(name="sgd", lr=base, warmup_epochs=1.0), total, 10)
     lrs = []
     for _ in range(30):

@@ -1,5 +1,6 @@
 """Bounds declared on the Params (and config section) fields, checked by ``from_dict``: one line per bad
 value naming the key and the valid range. Every value the hand-written checks rejected before is listed."""
+
 from __future__ import annotations
 
 import math
@@ -83,27 +84,33 @@ def test_boundary_values_inside_the_range_are_accepted(method, key, value, valid
     assert getattr(params, key) == edge
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"train.batch_size": 1}, "train.batch_size must be >= 2, got 1"),
-    ({"train.epochs": 0}, "train.epochs must be >= 1, got 0"),
-    ({"optim.lr": 0}, "optim.lr must be > 0, got 0.0"),
-    ({"optim.weight_decay": -1e-4}, "optim.weight_decay must be >= 0, got -0.0001"),
-    ({"model.width": 0}, "model.width must be >= 1, got 0"),
-    ({"model.proj_out": 0}, "model.proj_out must be >= 1, got 0"),
-    ({"augment.flip": 1.5}, "augment.flip must be in [0, 1], got 1.5"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"train.batch_size": 1}, "train.batch_size must be >= 2, got 1"),
+        ({"train.epochs": 0}, "train.epochs must be >= 1, got 0"),
+        ({"optim.lr": 0}, "optim.lr must be > 0, got 0.0"),
+        ({"optim.weight_decay": -1e-4}, "optim.weight_decay must be >= 0, got -0.0001"),
+        ({"model.width": 0}, "model.width must be >= 1, got 0"),
+        ({"model.proj_out": 0}, "model.proj_out must be >= 1, got 0"),
+        ({"augment.flip": 1.5}, "augment.flip must be in [0, 1], got 1.5"),
+    ],
+)
 def test_config_sections_use_the_same_bounds(overrides, message):
     with pytest.raises(ConfigError) as caught:
         load_config(None, overrides)
     assert str(caught.value) == message
 
 
-@pytest.mark.parametrize("method, args, match", [
-    ("ebclr", {"sgld": {"sigma_min": 0.1, "sigma_max": 0.05}}, "sigma_max .* must be >= sigma_min"),
-    ("c-simclr", {"kappa_e": math.inf, "beta": 1.0}, "kappa_e = .inf .* needs method_args.beta = 0"),
-    ("tau-posthoc", {"input_mean": [0.5]}, "input_mean and method_args.input_std must be given together"),
-    ("tau-posthoc", {"input_mean": [0.5], "input_std": [0.0]}, r"input_std\[0\] must be > 0"),
-])
+@pytest.mark.parametrize(
+    "method, args, match",
+    [
+        ("ebclr", {"sgld": {"sigma_min": 0.1, "sigma_max": 0.05}}, "sigma_max .* must be >= sigma_min"),
+        ("c-simclr", {"kappa_e": math.inf, "beta": 1.0}, "kappa_e = .inf .* needs method_args.beta = 0"),
+        ("tau-posthoc", {"input_mean": [0.5]}, "input_mean and method_args.input_std must be given together"),
+        ("tau-posthoc", {"input_mean": [0.5], "input_std": [0.0]}, r"input_std\[0\] must be > 0"),
+    ],
+)
 def test_cross_field_checks_stay(method, args, match):
     with pytest.raises(ConfigError, match=match):
         from_dict(METHODS.get(method).Params, args, "method_args")
@@ -115,9 +122,17 @@ def test_queue_smaller_than_the_batch_is_still_rejected():
 
 
 def test_bound_descriptions():
-    assert [b.describe() for b in (Positive, NonNegative, AtLeast(2), InRange(0, 1, high_open=True),
-                                   InRange(0, 1, low_open=True), Bound(high=3))] == \
-        ["> 0", ">= 0", ">= 2", "in [0, 1)", "in (0, 1]", "<= 3"]
+    assert [
+        b.describe()
+        for b in (
+            Positive,
+            NonNegative,
+            AtLeast(2),
+            InRange(0, 1, high_open=True),
+            InRange(0, 1, low_open=True),
+            Bound(high=3),
+        )
+    ] == ["> 0", ">= 0", ">= 2", "in [0, 1)", "in (0, 1]", "<= 3"]
     Positive.check("x", None)  # unset options pass
 
 

@@ -1,4 +1,5 @@
 """SimCLR's training loss follows the reference code's convention: loss_a + loss_b, the two directions summed."""
+
 from __future__ import annotations
 
 import math
@@ -12,7 +13,7 @@ DATA_INFO = dict(dataset="digits", channels=1, image_size=12, num_classes=None, 
 
 
 def direction_loss(anchors: np.ndarray, partners: np.ndarray, others: np.ndarray, tau: float) -> float:
-    """Mean over anchors i of -log exp(a_i.p_i/tau) / sum_{k} exp(a_i.c_k/tau) over partners and other anchors (k != i)."""
+    """Mean over anchors i of -log exp(a_i.p_i/tau) / sum_k exp(a_i.c_k/tau), k over partners and other anchors."""
     losses = []
     for i, a in enumerate(anchors):
         logits = [a @ p / tau for p in partners] + [a @ o / tau for k, o in enumerate(others) if k != i]

@@ -1,4 +1,5 @@
 """TaU-MoCo runs MoCo's step with its own query hooks: the loss equals TaU's InfoNCE written out by hand."""
+
 from __future__ import annotations
 
 import math

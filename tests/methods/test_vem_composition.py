@@ -1,4 +1,5 @@
 """VEM composes its base instead of inheriting MoCo: SimCLR's key path, or a momentum key encoder."""
+
 from __future__ import annotations
 
 import pytest
@@ -55,3 +56,26 @@ def test_the_key_comes_from_the_base(base):
     online_k = F.normalize(model.projector(model.backbone(v2)), dim=1).detach()
     assert (base == "moco") == (not torch.allclose(k, online_k, atol=1e-4))
     assert out.loss.item() == pytest.approx(info_nce_loss(q, k, sampled[0][0], model.hp.temperature).item(), abs=1e-5)
+
+
+def test_vem_image_negatives_use_running_statistics_and_carry_no_gradient():
+    """A particle's negative is its eval-mode projection: independent of the other particles, no gradient."""
+    model = build("vem-image", base="simclr", particles=6, steps=1)
+    view1, _ = views()
+    with torch.no_grad():  # running statistics away from their (0, 1) start, so eval != batch statistics
+        for _ in range(3):
+            model.backbone(3 * view1 + 1)
+    model.image_bank.filled.fill_(6)  # a full bank: this step's images are not written into it afterwards
+    queries = F.normalize(torch.randn(8, 8), dim=1)
+    negatives, _ = model.sample_negatives(queries, view1)
+    assert model.training and model.backbone.training  # the sampler restores train mode
+    assert not negatives.requires_grad
+    particles = model.image_bank.particles.clone()
+    model.eval()
+    with torch.no_grad():
+        one_at_a_time = torch.cat([model.query(p[None])[1] for p in particles])
+    torch.testing.assert_close(negatives, one_at_a_time, rtol=1e-5, atol=1e-6)
+    model.train()
+    with torch.no_grad():
+        batch_stats = model.query(particles)[1]
+    assert not torch.allclose(negatives, batch_stats, atol=1e-3)  # the mode matters, so the test can fail

@@ -1,4 +1,5 @@
 """Split BatchNorm against separate nn.BatchNorm modules, one per sub-batch (the S-GPU behaviour it simulates)."""
+
 from __future__ import annotations
 
 import copy

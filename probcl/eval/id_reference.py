@@ -1,0 +1,373 @@
+"""The in-distribution (ID) reference of the OOD scores: shared by the ``ood`` suite and ``probcl score``.
+
+:func:`fit_reference` needs ID images only, never an OOD example:
+
+1. **fit** on the training split (the seeded ``max_train`` subset): the feature bank (kNN
+   distances), the class-conditional and class-free Gaussians of the features (Mahalanobis), the
+   Gaussian of the input statistics, and what the method declares: the unit encoder means of a
+   :class:`StochasticEncoder` (a vMF kernel density with the encoder's own concentration) and the
+   energy reference of an :class:`EnergyModel` (its image energy);
+2. **calibrate** on held-out ID images (the test split): a seeded half gives each score's tail
+   distribution (:class:`TailCombiner`), the other half the threshold of every decision statistic,
+   -log p of one score or the combined -log min_s p_s, at the split-conformal quantile
+   (:func:`threshold_at_tpr`): a new ID image is accepted with probability >= ``tpr``.
+
+:class:`IdReference` then scores any batch of images, and round-trips through plain tensors
+(:meth:`IdReference.state`) so that ``probcl score`` can cache it in the run directory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from probcl.data.datasets import ImageSource
+from probcl.errors import ConfigError, DatasetError
+from probcl.eval.context import ModelOnData
+from probcl.eval.ood_scores import Gaussian, TailCombiner, fit_gaussian, input_statistics
+from probcl.eval.outlier import knn_distances, threshold_at_tpr
+from probcl.methods.capabilities import EnergyModel, HasUncertainty, StochasticEncoder
+
+COMBINED = "combined"
+# What each score measures (higher = more OOD); {k} is the kNN neighbour count.
+SCORE_DOCS = {
+    "knn{k}": "mean Euclidean distance to the k nearest L2-normalized training features",
+    "knn{k}_raw": "mean Euclidean distance to the k nearest training features (not normalized)",
+    "feature_norm": "L2 norm of the features (two-sided: too large or too small)",
+    "mahalanobis": "squared Mahalanobis distance to the nearest class mean, pooled class covariance (Lee et al. 2018)",
+    "mahalanobis_classfree": "squared Mahalanobis distance to the mean of one Gaussian of all training features",
+    "input_stats": "squared Mahalanobis distance of 7 pixel statistics (mean, spread, saturation, edges, entropy, "
+    "colour) to their training Gaussian",
+    "vmf_density": "-log of the vMF kernel density, with the encoder's concentration, of the encoder mean over the "
+    "training encoder means (StochasticEncoder methods)",
+    "image_energy": "the model's image energy E(x) with the training images as reference (EnergyModel methods; "
+    "two-sided)",
+    "uncertainty:NAME": "the method's own uncertainty score NAME (HasUncertainty methods; two-sided)",
+}
+# The default combination: every score that catches a kind of OOD the others miss on the battery (README),
+# and the method's own where it declares one. "mahalanobis" falls back to its class-free form on unlabeled data.
+DEFAULT_COMBINATION = ("knn{k}", "feature_norm", "mahalanobis", "input_stats")
+ENERGY_REFERENCE_SIZE = 4096  # training images whose projections define the image energy
+
+
+def method_uncertainty_fns(model: object) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """``{"uncertainty:NAME": images -> scores}`` for each score a :class:`HasUncertainty` method declares
+    (e.g. TaU's ``neg_u`` / ``neg_u_squared``); empty for other methods."""
+    if not isinstance(model, HasUncertainty):
+        return {}
+    return {f"uncertainty:{name}": partial(model.uncertainty_batch, score=name) for name in model.uncertainty_scores}
+
+
+def score_names(model: object, k: int, labeled: bool) -> list[str]:
+    """Every score of the reference for ``model`` (in column order); ``mahalanobis`` needs labeled training data."""
+    names = [
+        f"knn{k}",
+        f"knn{k}_raw",
+        "feature_norm",
+        *(["mahalanobis"] if labeled else []),
+        "mahalanobis_classfree",
+        "input_stats",
+    ]
+    names += ["vmf_density"] if isinstance(model, StochasticEncoder) else []
+    names += ["image_energy"] if isinstance(model, EnergyModel) else []
+    return names + list(method_uncertainty_fns(model))
+
+
+def check_score_names(requested: Sequence[str], model: object, k: int, labeled: bool, what: str) -> None:
+    """ConfigError naming the valid scores when one of ``requested`` is not a score of ``model``."""
+    valid = score_names(model, k, labeled)
+    unknown = [s for s in requested if s not in valid]
+    if unknown:
+        raise ConfigError(f"unknown score(s) {', '.join(unknown)} {what}; valid for this run: {', '.join(valid)}")
+
+
+def two_sided(name: str) -> bool:
+    """Scores an image can fail in both directions (e.g. noise that TaU calls *more* certain than any digit)."""
+    return name in ("feature_norm", "image_energy") or name.startswith("uncertainty:")
+
+
+@dataclass
+class ReferenceOptions:
+    """What :func:`fit_reference` fits and how it calibrates."""
+
+    k: int = 10  # neighbours of the kNN distances in the combination (TaU paper: 10)
+    tpr: float = 0.95  # share of ID images every threshold accepts
+    combination: Sequence[str] | None = None  # scores of the combined score (None: the default combination)
+    seed: int = 0  # seed of the calibration halves and of the energy reference subset
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise ConfigError(f"k must be >= 1, got {self.k}")
+        if not 0 < self.tpr <= 1:
+            raise ConfigError(f"the OOD threshold's TPR must be in (0, 1], got {self.tpr}")
+
+
+@dataclass
+class IdReference:
+    """Fitted ID statistics (see the module docstring); ``combiner`` and ``thresholds`` after calibration."""
+
+    bank: torch.Tensor  # (N, d) training features
+    labels: torch.Tensor  # (N,) their labels (-1 = unlabeled)
+    k: int
+    gaussians: dict[str, Gaussian]  # mahalanobis (labeled data), mahalanobis_classfree, input_stats
+    uncertainty_names: list[str]  # uncertainty:NAME scores the method declares
+    encoder_bank: torch.Tensor | None = None  # (N, e) unit encoder means of a StochasticEncoder
+    concentration: float | None = None  # its kappa_e
+    energy_reference: torch.Tensor | None = None  # (M, p) of an EnergyModel
+    score_names: list[str] = field(default_factory=list)  # every score computed, in column order
+    combination: list[str] = field(default_factory=list)
+    combiner: TailCombiner | None = None
+    thresholds: dict[str, float] = field(default_factory=dict)  # decision statistic -> threshold
+    calibration_sizes: dict[str, int] = field(default_factory=dict)
+    # float64 copies of the bank (L2-normalized and raw): kNN distances are computed in float64, and converting
+    # the bank for every batch would cost more than the distances
+    unit_bank: torch.Tensor = field(init=False, repr=False)
+    raw_bank: torch.Tensor = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.raw_bank = self.bank.double()
+        self.unit_bank = F.normalize(self.raw_bank, dim=1)
+
+    # ----------------------------------------------------------------- scores
+    @torch.no_grad()
+    def outputs(self, ctx: ModelOnData, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What the scores need from the model for a uint8 batch: features and the declared capabilities'
+        outputs, plus the input statistics (on CPU)."""
+        model, device = ctx.encoder, ctx.torch_device
+        x = images.to(device)
+        out = {"features": ctx.embed_fn()(x).float(), "input_stats": input_statistics(images.cpu())}
+        if isinstance(model, StochasticEncoder):
+            out["encoder_mean"] = model.encoder_mean(x).float()
+        if isinstance(model, EnergyModel) and self.energy_reference is not None:
+            out["image_energy"] = model.image_energy(model.normalizer(x), self.energy_reference.to(device)).float()
+        for name, fn in method_uncertainty_fns(model).items():
+            out[name] = fn(x).float()
+        return {key: value.cpu() for key, value in out.items()}
+
+    def scores(self, outputs: dict[str, torch.Tensor], extra_k: Sequence[int] = ()) -> dict[str, torch.Tensor]:
+        """Every score (and ``knn{k}`` for each of ``extra_k``) of a batch's :meth:`outputs`."""
+        f = outputs["features"]
+        ks = tuple(dict.fromkeys((self.k, *extra_k)))
+        unit = knn_distances(self.unit_bank, F.normalize(f, dim=1), ks)
+        scores = {f"knn{k}": unit[k] for k in ks}
+        scores[f"knn{self.k}_raw"] = knn_distances(self.raw_bank, f, (self.k,))[self.k]
+        scores["feature_norm"] = f.norm(dim=1)
+        for name, gaussian in self.gaussians.items():
+            scores[name] = gaussian.distances(outputs["input_stats"] if name == "input_stats" else f)
+        if self.encoder_bank is not None and self.concentration is not None:
+            scores["vmf_density"] = vmf_kernel_density_score(
+                outputs["encoder_mean"], self.encoder_bank, self.concentration
+            )
+        for name in ["image_energy", *self.uncertainty_names]:
+            if name in outputs:
+                scores[name] = outputs[name]
+        return scores
+
+    def decision(self, scores: dict[str, torch.Tensor], score: str = COMBINED) -> dict[str, torch.Tensor]:
+        """Tail probabilities (``p:NAME``) of every score, the decision statistic ``ood_score`` of ``score``
+        (-log p of one score, or -log min p over the combination) and its ``-log p`` per deciding score."""
+        combiner = self._calibrated()
+        tails = combiner.tail_probabilities(scores, self.score_names)
+        deciders = self.combination if score == COMBINED else [score]
+        neg_log = {name: -tails[name].log().float() for name in deciders}
+        return {
+            **{f"p:{n}": t.float() for n, t in tails.items()},
+            "ood_score": torch.stack(list(neg_log.values())).max(0).values,
+            **{f"neglogp:{n}": v for n, v in neg_log.items()},
+        }
+
+    def flags(self, decision: dict[str, torch.Tensor], score: str = COMBINED) -> tuple[torch.Tensor, list[str]]:
+        """(flag per image, and ``;``-joined names of the deciding scores whose -log p crossed the threshold)."""
+        threshold = self.thresholds[score]
+        deciders = self.combination if score == COMBINED else [score]
+        crossed = torch.stack([decision[f"neglogp:{n}"] > threshold for n in deciders], dim=1)
+        return crossed.any(1), [";".join(n for n, c in zip(deciders, row) if c) for row in crossed.tolist()]
+
+    def most_unusual(self, decision: dict[str, torch.Tensor]) -> list[str]:
+        """The combination's score with the smallest tail probability, per image."""
+        tails = torch.stack([decision[f"p:{n}"] for n in self.combination], dim=1)
+        return [self.combination[i] for i in tails.argmin(1).tolist()]
+
+    def collect(
+        self, ctx: ModelOnData, data: ImageSource, description: str, extra_k: Sequence[int] = ()
+    ) -> dict[str, torch.Tensor]:
+        """Features, labels and scores of every readable image of ``data``."""
+        parts: dict[str, list[torch.Tensor]] = {}
+        for images, labels, _, _ in ctx.batches(data, description):
+            if images is None:
+                continue
+            out = self.outputs(ctx, images)
+            for key, value in {"features": out["features"], "labels": labels, **self.scores(out, extra_k)}.items():
+                parts.setdefault(key, []).append(value)
+        if not parts:
+            raise DatasetError(f"{data.name}: no readable images")
+        return {key: torch.cat(value) for key, value in parts.items()}
+
+    # ----------------------------------------------------------------- calibration
+    def calibrate(
+        self, id_scores: dict[str, torch.Tensor], combination: Sequence[str] | None, tpr: float, seed: int
+    ) -> None:
+        """Tail distributions from a seeded half of held-out ID scores, thresholds from the other half."""
+        self.combination = self._combination(combination)
+        n = len(id_scores[self.score_names[0]])
+        if n < 2:
+            raise ConfigError(f"calibrating the OOD scores needs at least 2 held-out ID images, got {n}")
+        perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+        tails_idx, threshold_idx = perm[: n // 2], perm[n // 2 :]
+        names = self.score_names
+        self.combiner = TailCombiner.fit(
+            {s: id_scores[s][tails_idx] for s in names}, frozenset(s for s in names if two_sided(s))
+        )
+        held = {s: id_scores[s][threshold_idx] for s in names}
+        self.thresholds = {
+            score: threshold_at_tpr(self.decision(held, score)["ood_score"], tpr) for score in [COMBINED, *names]
+        }
+        self.calibration_sizes = {"tails": len(tails_idx), "thresholds": len(threshold_idx)}
+
+    def _combination(self, requested: Sequence[str] | None) -> list[str]:
+        names = self.score_names
+        if requested:
+            unknown = [s for s in requested if s not in names]
+            if unknown:
+                raise ConfigError(
+                    f"unknown score(s) {', '.join(unknown)} in the combination; valid for this run: {', '.join(names)}"
+                )
+            return list(dict.fromkeys(requested))
+        chosen = [s.format(k=self.k) for s in DEFAULT_COMBINATION]
+        if "mahalanobis" not in names:  # unlabeled training data
+            chosen = ["mahalanobis_classfree" if s == "mahalanobis" else s for s in chosen]
+        own = [s for s in ("vmf_density", "image_energy") if s in names] + self.uncertainty_names[:1]
+        combination = [s for s in chosen + own if s in names]
+        if not combination:
+            raise ConfigError(
+                f"none of the default combination's scores is available; name the combination's "
+                f"scores (valid: {', '.join(names)})"
+            )
+        return combination
+
+    def _calibrated(self) -> TailCombiner:
+        if self.combiner is None:
+            raise ConfigError("the ID reference is not calibrated yet")
+        return self.combiner
+
+    def protocol(self) -> dict:
+        """What the scores and thresholds are, for result sidecars."""
+        docs = {name.format(k=self.k): doc for name, doc in SCORE_DOCS.items()}
+        return {
+            "scores": {
+                name: docs.get(name) or docs["uncertainty:NAME"].replace("NAME", name.split(":", 1)[-1])
+                for name in self.score_names
+            },
+            "fit": f"{len(self.bank)} training images",
+            "tail_probability": "p_s(x) = (1 + #{ID calibration scores >= s(x)}) / (1 + n), two-sided (doubled "
+            "smaller tail) for " + (", ".join(s for s in self.score_names if two_sided(s))),
+            "combined": f"-log min p_s over {', '.join(self.combination)}",
+            "calibration": f"held-out ID images: {self.calibration_sizes.get('tails')} for the tail distributions, "
+            f"{self.calibration_sizes.get('thresholds')} for the thresholds (split-conformal quantile)",
+        }
+
+    # ----------------------------------------------------------------- persistence
+    def state(self) -> dict:
+        """Plain tensors, numbers, strings and containers of them (``torch.load(weights_only=True)``-safe)."""
+        return {
+            "bank": self.bank,
+            "labels": self.labels,
+            "k": self.k,
+            "gaussians": {name: g.state() for name, g in self.gaussians.items()},
+            "uncertainty_names": list(self.uncertainty_names),
+            "encoder_bank": self.encoder_bank,
+            "concentration": self.concentration,
+            "energy_reference": self.energy_reference,
+            "score_names": list(self.score_names),
+            "combination": list(self.combination),
+            "combiner": self._calibrated().state(),
+            "thresholds": dict(self.thresholds),
+            "calibration_sizes": dict(self.calibration_sizes),
+        }
+
+    @classmethod
+    def from_state(cls, state: dict) -> IdReference:
+        return cls(
+            state["bank"],
+            state["labels"],
+            state["k"],
+            {name: Gaussian.from_state(g) for name, g in state["gaussians"].items()},
+            list(state["uncertainty_names"]),
+            state["encoder_bank"],
+            state["concentration"],
+            state["energy_reference"],
+            list(state["score_names"]),
+            list(state["combination"]),
+            TailCombiner.from_state(state["combiner"]),
+            dict(state["thresholds"]),
+            dict(state["calibration_sizes"]),
+        )
+
+
+def vmf_kernel_density_score(
+    means: torch.Tensor, bank: torch.Tensor, concentration: float, chunk: int = 256
+) -> torch.Tensor:
+    """-log (1/N) sum_j exp(kappa (mu . mu_j - 1)): -log of a vMF kernel density at the unit ``means``
+    over the ``bank`` of unit means (the normaliser C_d(kappa) dropped: a constant per model)."""
+    bank = bank.double()
+    out = [
+        -(torch.logsumexp(concentration * (q.double() @ bank.T - 1), dim=1) - math.log(len(bank)))
+        for q in means.split(chunk)
+    ]
+    return torch.cat(out).float() if out else means.new_zeros(0)
+
+
+@torch.no_grad()
+def _fit_statistics(ctx: ModelOnData, k: int, seed: int) -> IdReference:
+    """Everything fitted on the training split (see the module docstring)."""
+    model, device = ctx.encoder, ctx.torch_device
+    bank, labels = ctx.features("train")
+    train = ctx.dataset(None, "train")
+    stats: list[torch.Tensor] = []
+    means: list[torch.Tensor] = []
+    energy_ref: list[torch.Tensor] = []
+    energy_idx = set(train.seeded_indices(ENERGY_REFERENCE_SIZE, seed).tolist())
+    for images, _, indices, _ in ctx.batches(train, f"ID reference: {train.name} train"):
+        if images is None:
+            continue
+        stats.append(input_statistics(images))
+        x = images.to(device)
+        if isinstance(model, StochasticEncoder):
+            means.append(model.encoder_mean(x).float().cpu())
+        if isinstance(model, EnergyModel):
+            keep = torch.tensor([int(i) in energy_idx for i in indices])
+            if keep.any():
+                energy_ref.append(model.energy_reference(model.normalizer(x[keep.to(device)])).float().cpu())
+    gaussians: dict[str, Gaussian] = {}
+    if (labels >= 0).any():
+        gaussians["mahalanobis"] = fit_gaussian(bank, labels)
+    gaussians["mahalanobis_classfree"] = fit_gaussian(bank)
+    gaussians["input_stats"] = fit_gaussian(torch.cat(stats))
+    return IdReference(
+        bank.float(),
+        labels.long(),
+        k,
+        gaussians,
+        list(method_uncertainty_fns(model)),
+        torch.cat(means) if means else None,
+        float(model.encoder_concentration) if isinstance(model, StochasticEncoder) else None,
+        torch.cat(energy_ref) if energy_ref else None,
+        score_names(model, k, "mahalanobis" in gaussians),
+    )
+
+
+def fit_reference(
+    ctx: ModelOnData, calibration: ImageSource, options: ReferenceOptions | None = None, extra_k: Sequence[int] = ()
+) -> tuple[IdReference, dict[str, torch.Tensor]]:
+    """The reference fitted on ``ctx``'s training split and calibrated on the held-out ID images
+    ``calibration``; also returns their features, labels and scores (with ``knn{k}`` for ``extra_k``)."""
+    o = options or ReferenceOptions()
+    reference = _fit_statistics(ctx, o.k, o.seed)
+    id_out = reference.collect(ctx, calibration, f"ID calibration: {calibration.name}", extra_k)
+    reference.calibrate(id_out, o.combination, o.tpr, o.seed)
+    return reference, id_out

@@ -1,0 +1,75 @@
+"""A self-contained HTML contact sheet of scored images: thumbnails embedded as PNG data URIs, each
+captioned with its id, OOD flag, the score(s) that flagged it and chosen score columns."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Mapping, Sequence
+from pathlib import PurePath
+from typing import Any
+
+import numpy as np
+import torch
+
+THUMBNAIL_PX = 96  # displayed size; small images are upscaled without smoothing
+
+STYLE = f"""
+body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
+.grid {{ display: flex; flex-wrap: wrap; gap: 12px; }}
+figure {{ margin: 0; width: {THUMBNAIL_PX + 70}px; font-size: 11px; }}
+figure img {{ width: {THUMBNAIL_PX}px; height: {THUMBNAIL_PX}px; image-rendering: pixelated; border: 3px solid #2a7; }}
+figure.ood img {{ border-color: #d33; }}
+figcaption {{ word-break: break-all; }}
+.flag {{ font-weight: bold; color: #d33; }}
+"""
+
+
+def png_data_uri(image: torch.Tensor) -> str:
+    """A uint8 (C, H, W) image as a ``data:image/png;base64,...`` URI."""
+    from PIL import Image
+
+    array = image.detach().cpu().numpy().astype(np.uint8)
+    pil = Image.fromarray(array[0] if array.shape[0] == 1 else array.transpose(1, 2, 0))
+    buffer = io.BytesIO()
+    pil.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _format(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _figure(item: Mapping[str, Any], fields: Sequence[str]) -> str:
+    name = PurePath(str(item["id"])).name or str(item["id"])
+    flagged = bool(item.get("ood"))
+    why = (
+        f'<span class="flag">OOD: {html.escape(str(item.get("flagged_by") or ""))}</span>'
+        if flagged
+        else f"in-distribution; most unusual: {html.escape(str(item.get('most_unusual', '')))}"
+    )
+    values = "<br>".join(f"{html.escape(f)} = {html.escape(_format(item[f]))}" for f in fields if f in item)
+    return (
+        f'<figure class="{"ood" if flagged else "id"}"><img src="{png_data_uri(item["image"])}" '
+        f'alt="{html.escape(name)}"><figcaption><b>{html.escape(name)}</b><br>{why}<br>{values}'
+        f"</figcaption></figure>"
+    )
+
+
+def contact_sheet_html(
+    title: str, lines: Sequence[str], sections: Mapping[str, Sequence[Mapping[str, Any]]], fields: Sequence[str]
+) -> str:
+    """One HTML page: ``title``, summary ``lines``, then per section a grid of its items (dicts with ``image``,
+    ``id``, ``ood``, ``flagged_by``, ``most_unusual`` and the ``fields`` shown under each thumbnail)."""
+    parts = [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+    ]
+    parts += [f"<p>{html.escape(line)}</p>" for line in lines]
+    for heading, items in sections.items():
+        parts.append(f"<h2>{html.escape(heading)}</h2><div class='grid'>")
+        parts += [_figure(item, fields) for item in items]
+        parts.append("</div>")
+    parts.append("</body></html>")
+    return "\n".join(parts)

@@ -1,0 +1,202 @@
+"""The report of one run: training curves from ``metrics.jsonl``, every evaluated suite's table and
+figures from ``eval.json``, and the embedding map; written as ``RUN/report.md`` (figures in
+``RUN/plots``) and a self-contained ``RUN/report.html`` (figures embedded)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from probcl.core.io import atomic_write_text, read_json
+from probcl.core.runs import RunPaths, read_metrics
+from probcl.errors import ConfigError
+from probcl.report import plots
+from probcl.report.document import Document
+from probcl.report.figures import FIGURES
+from probcl.report.tables import dotted, run_groups, suite_table, suite_title
+
+Points = list[tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class CurveGroup:
+    """Columns of metrics.jsonl drawn in one figure: those ``wanted`` and not taken by an earlier group."""
+
+    title: str
+    stem: str  # file name: plots/training-<stem>.png
+    wanted: Callable[[str], bool]
+    per_epoch: bool = False  # x axis: epochs completed (else: optimiser step)
+    one_panel: bool = False  # all columns in one panel (same unit); else one panel per column family
+
+
+CURVE_GROUPS = (
+    CurveGroup("objective", "loss", lambda k: k.startswith("train/") and k.endswith("loss") and "probe" not in k),
+    CurveGroup("learning rate", "lr", lambda k: k.startswith("lr-"), one_panel=True),
+    CurveGroup(
+        "online monitor accuracy (%)",
+        "monitor",
+        lambda k: k.startswith("monitor/") and "top" in k,
+        per_epoch=True,
+        one_panel=True,
+    ),
+    CurveGroup("online probe on training batches", "probe", lambda k: k.startswith("train/probe")),
+    CurveGroup("method diagnostics", "diagnostics", lambda k: k.startswith("train/")),
+    CurveGroup("online monitor cost", "monitor-cost", lambda k: k.startswith("monitor/"), per_epoch=True),
+    CurveGroup("other metrics", "other", lambda k: True),
+)
+
+
+def metric_columns(rows: list[dict]) -> dict[str, dict[str, Points]]:
+    """``{column: {"step": points, "epoch": points}}`` of every numeric column; x = optimiser step, or epochs
+    completed for rows that carry an epoch. A step logged twice keeps its last value; non-finite values are left out."""
+    columns: dict[str, dict[str, dict[float, float]]] = {}
+    for row in rows:
+        for key, value in row.items():
+            if key in ("step", "epoch") or not isinstance(value, (int, float)) or not math.isfinite(value):
+                continue
+            axes = columns.setdefault(key, {"step": {}, "epoch": {}})
+            if row.get("step") is not None:
+                axes["step"][float(row["step"])] = float(value)
+            if row.get("epoch") is not None:
+                axes["epoch"][float(row["epoch"]) + 1] = float(value)
+    return {key: {axis: sorted(points.items()) for axis, points in axes.items()} for key, axes in columns.items()}
+
+
+def curve_panels(columns: dict[str, dict[str, Points]]) -> list[tuple[CurveGroup, list[tuple[str, dict, str]]]]:
+    """Columns sorted into :data:`CURVE_GROUPS`, each as panels ``(title, {column: points}, ylabel)``. Columns
+    that share a stem (``train/energy_data``, ``train/energy_samples``) share a panel."""
+    left = sorted(columns)
+    grouped = []
+    for group in CURVE_GROUPS:
+        mine = [k for k in left if group.wanted(k)]
+        left = [k for k in left if k not in mine]
+        axis = "epoch" if group.per_epoch else "step"
+        series = {k: columns[k][axis] or columns[k]["step"] for k in mine}
+        series = {k: v for k, v in series.items() if v}
+        if not series:
+            continue
+        if group.one_panel:
+            panels = [(group.title, {_short(k): v for k, v in series.items()}, "")]
+        else:
+            stems = {k: k.rpartition("_")[0] or k for k in series}
+            families: dict[str, list[str]] = {}
+            for k in series:
+                families.setdefault(stems[k] if list(stems.values()).count(stems[k]) > 1 else k, []).append(k)
+            panels = [
+                (_short(family), {_short(k): series[k] for k in members}, "") for family, members in families.items()
+            ]
+        grouped.append((group, panels))
+    return grouped
+
+
+def _short(column: str) -> str:
+    return column.split("/", 1)[1] if column.startswith(("train/", "monitor/")) else column
+
+
+def training_section(doc: Document, rows: list[dict], plot_dir: Path) -> None:
+    """One figure per group of metrics.jsonl columns."""
+    if not rows:
+        doc.paragraph("No training metrics (`metrics.jsonl` is missing or empty).")
+        return
+    for group, panels in curve_panels(metric_columns(rows)):
+        xlabel = "epochs completed" if group.per_epoch else "optimiser step"
+        path = plots.panels(panels, plot_dir / f"training-{group.stem}.png", group.title, xlabel=xlabel)
+        doc.figure(path, f"{group.title} per {'epoch' if group.per_epoch else 'logged step'}")
+
+
+def embedding_section(doc: Document, embedding: dict | None, plot_dir: Path, label: str) -> None:
+    """The t-SNE map of test features coloured by class (see :mod:`probcl.eval.embedding_map`)."""
+    if embedding is None:
+        doc.paragraph("No embedding map (written by `probcl evaluate` unless `--no-report`).")
+        return
+    p = embedding["protocol"]
+    path = plots.embedding_scatter(
+        embedding["points"],
+        embedding["labels"],
+        plot_dir / "embedding-map.png",
+        f"{label}: {p['feature_layer']} features, {p['images']} test images",
+    )
+    doc.figure(
+        path,
+        f"{p['method']}; {p['images']} {p['dataset']} test images (seed {p['seed']}), "
+        f"perplexity {p['perplexity']:g}, coloured by class",
+    )
+
+
+def evaluation_section(doc: Document, evaluations: dict[str, dict], plot_dir: Path, label: str) -> None:
+    """An overview (checkpoint and time per suite), then per result key its table(s) and figures."""
+    if not evaluations:
+        doc.paragraph("No suite evaluated yet: `probcl evaluate RUN --suite linear,knn` (or `all`).")
+        return
+    doc.table(
+        ["suite", "result key", "checkpoint epoch", "step", "seconds"],
+        [
+            [suite_title(key), key, *_checkpoint(r), str(r.get("protocol", {}).get("seconds", ""))]
+            for key, r in evaluations.items()
+        ],
+    )
+    groups = {"groups": run_groups(label, evaluations)}
+    for key, result in evaluations.items():
+        suite, _, layer = key.partition("@")
+        suite_table(doc, groups, key)
+        if suite not in FIGURES:
+            continue
+        try:
+            drawn = FIGURES.get(suite)(
+                {label + (f"@{layer}" if layer else ""): [result]}, plot_dir / layer if layer else plot_dir
+            )
+        except (KeyError, IndexError, ConfigError) as e:  # a result from an older version without figure data
+            doc.paragraph(f"The figures of `{key}` could not be drawn ({type(e).__name__}: {e}); run the suite again.")
+            continue
+        for path, caption in drawn:
+            doc.figure(path, caption)
+
+
+def _checkpoint(result: dict) -> list[str]:
+    meta = result.get("protocol", {}).get("checkpoint")
+    if not isinstance(meta, dict):
+        return ["", ""]
+    return [str(meta.get("epoch", "")), str(meta.get("global_step", ""))]
+
+
+def write_run_report(run_dir: str | Path, embedding: dict | None = None, name: str | None = None) -> tuple[Path, Path]:
+    """Write ``RUN/report.md`` (figures under ``RUN/plots``) and ``RUN/report.html`` from the run's files;
+    ``name``: what was evaluated, for a folder without config.yaml (a foreign encoder's results)."""
+    paths = RunPaths(Path(run_dir))
+    config = yaml.safe_load(paths.config.read_text()) if paths.config.exists() else {}
+    evaluations = read_json(paths.eval, {})
+    method = config.get("method", name or "encoder")
+    dataset = config.get("data", {}).get("dataset") or (embedding or {}).get("protocol", {}).get("dataset", "")
+    doc = Document(f"{paths.root.name}: {method}" + (f" on {dataset}" if dataset else ""))
+    doc.paragraph(_summary(paths, config, method) + f" Report written {time.strftime('%Y-%m-%d %H:%M:%S')}.")
+    doc.heading("Training")
+    training_section(doc, read_metrics(paths.root), paths.plots)
+    doc.heading("Embedding map")
+    embedding_section(doc, embedding, paths.plots, method)
+    doc.heading("Evaluation")
+    evaluation_section(doc, evaluations, paths.plots, method)
+    if config:
+        doc.heading("Configuration")
+        doc.table(["setting", "value"], [[k, str(v)] for k, v in dotted(config).items()])
+    md_path, html_path = paths.report, paths.report.with_suffix(".html")
+    atomic_write_text(md_path, doc.to_markdown(paths.root))
+    atomic_write_text(html_path, doc.to_html())
+    return md_path, html_path
+
+
+def _summary(paths: RunPaths, config: dict, name: str) -> str:
+    if not config:
+        return f"Evaluations of `{name}` in `{paths.root}` (not a probcl run: no config.yaml)."
+    model, train = config.get("model", {}), config.get("train", {})
+    dataset = config.get("data", {}).get("dataset")
+    return (
+        f"Run directory `{paths.root}`: method `{config.get('method')}` on `{dataset}`, "
+        f"backbone `{model.get('backbone')}`, {train.get('epochs')} epochs of batch {train.get('batch_size')}, "
+        f"seed {train.get('seed')}. Tables: the metrics of `eval.json` (accuracies in %, AUROC/ECE as "
+        f"fractions); each suite's protocol is recorded there."
+    )

@@ -1,0 +1,148 @@
+"""The shared ID reference: kNN distances, the conformal threshold, the vMF kernel density, calibration and the
+flags / flagged_by of the combined score, against numpy / scikit-learn / hand-computed references."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import logsumexp
+from sklearn.neighbors import NearestNeighbors
+
+from probcl.errors import ConfigError
+from probcl.eval.id_reference import COMBINED, IdReference, two_sided, vmf_kernel_density_score
+from probcl.eval.outlier import knn_distance, knn_distances, threshold_at_tpr
+
+
+def test_knn_distances_for_several_k_match_scikit_learn():
+    g = torch.Generator().manual_seed(0)
+    bank, queries = torch.randn(300, 5, generator=g), torch.randn(40, 5, generator=g)
+    got = knn_distances(bank, queries, (1, 7, 30), chunk=16)
+    nn_index = NearestNeighbors(n_neighbors=30).fit(bank.numpy())
+    dist = nn_index.kneighbors(queries.numpy())[0]
+    for k in (1, 7, 30):
+        np.testing.assert_allclose(got[k].numpy(), dist[:, :k].mean(1), rtol=1e-5)
+    torch.testing.assert_close(knn_distance(bank, queries, 7), got[7])
+    with pytest.raises(ConfigError, match="k >= 1"):
+        knn_distances(bank, queries, (0,))
+
+
+def test_threshold_is_the_split_conformal_order_statistic():
+    scores = torch.arange(1, 20, dtype=torch.float32)  # n = 19: rank ceil(20 * 0.95) = 19
+    assert threshold_at_tpr(scores.flip(0), 0.95) == 19.0
+    assert threshold_at_tpr(scores, 0.5) == 10.0  # ceil(20 * 0.5) = 10
+    assert threshold_at_tpr(scores[:10], 0.95) == math.inf  # ceil(11 * 0.95) = 11 > 10: no finite threshold
+
+
+def test_vmf_kernel_density_score_matches_its_formula():
+    g = torch.Generator().manual_seed(1)
+    bank = torch.nn.functional.normalize(torch.randn(50, 4, generator=g), dim=1)
+    means = torch.nn.functional.normalize(torch.randn(6, 4, generator=g), dim=1)
+    kappa = 12.0
+    expected = -(logsumexp(kappa * (means.double().numpy() @ bank.double().numpy().T - 1), axis=1) - np.log(50))
+    np.testing.assert_allclose(vmf_kernel_density_score(means, bank, kappa, chunk=4).numpy(), expected, rtol=1e-5)
+
+
+def synthetic_reference(names=("a", "b", "c")) -> IdReference:
+    """A reference whose scores are given directly (calibration never touches the fitted statistics)."""
+    return IdReference(torch.zeros(1, 2), torch.zeros(1), 10, {}, [], score_names=list(names))
+
+
+def test_calibration_halves_flags_and_flagged_by_hand_checked():
+    g = torch.Generator().manual_seed(2)
+    ref = synthetic_reference()
+    id_scores = {name: torch.randn(400, generator=g) for name in ("a", "b", "c")}
+    ref.calibrate(id_scores, ["a", "b"], tpr=0.9, seed=3)
+    assert ref.calibration_sizes == {"tails": 200, "thresholds": 200}
+    perm = torch.randperm(400, generator=torch.Generator().manual_seed(3))
+    tails, held = perm[:200], perm[200:]
+
+    def p_value(name, x):  # (1 + #{ID >= x}) / (1 + n) on the tails half
+        ref_scores = id_scores[name][tails].numpy()
+        return (1 + (ref_scores[None, :] >= np.asarray(x)[:, None]).sum(1)) / 201
+
+    combined_held = -np.log(np.minimum(p_value("a", id_scores["a"][held]), p_value("b", id_scores["b"][held])))
+    expected_threshold = np.sort(combined_held)[math.ceil(201 * 0.9) - 1]
+    assert ref.thresholds[COMBINED] == pytest.approx(expected_threshold, rel=1e-6)
+
+    new = {"a": torch.tensor([10.0, 0.0, 10.0]), "b": torch.tensor([0.0, 0.0, 10.0]), "c": torch.tensor([9.0] * 3)}
+    decision = ref.decision(new)
+    np.testing.assert_allclose(decision["p:a"].numpy(), p_value("a", new["a"]), rtol=1e-6)
+    flags, flagged_by = ref.flags(decision)
+    assert flags.tolist() == [True, False, True]
+    assert flagged_by == ["a", "", "a;b"]  # c is extreme too, but not in the combination
+    assert ref.most_unusual(decision)[0] == "a"
+    single_flags, single_by = ref.flags(ref.decision(new, "c"), "c")
+    assert single_flags.tolist() == [True] * 3 and single_by == ["c"] * 3
+
+
+def test_thresholds_accept_the_promised_share_of_fresh_id_images():
+    """Split-conformal: a fresh ID image is accepted with probability >= tpr, averaged over calibrations."""
+    accepted = []
+    for seed in range(20):
+        g = torch.Generator().manual_seed(100 + seed)
+        ref = synthetic_reference()
+        ref.calibrate({n: torch.randn(600, generator=g) for n in ("a", "b", "c")}, ["a", "b", "c"], 0.95, seed)
+        fresh = {n: torch.randn(5000, generator=g) for n in ("a", "b", "c")}
+        accepted.append(1 - ref.flags(ref.decision(fresh))[0].float().mean().item())
+    # each acceptance rate has sd ~0.013 (300 threshold images); the mean of 20 has sd ~0.003
+    assert np.mean(accepted) >= 0.95 - 0.006
+    assert np.mean(accepted) <= 0.95 + 0.02  # not conservative to the point of uselessness
+
+
+def test_two_sided_scores_flag_both_tails_and_the_state_round_trips():
+    g = torch.Generator().manual_seed(4)
+    ref = synthetic_reference(("feature_norm", "knn10"))
+    assert two_sided("feature_norm") and two_sided("uncertainty:neg_u") and not two_sided("knn10")
+    ref.calibrate(
+        {"feature_norm": torch.randn(500, generator=g) + 5, "knn10": torch.rand(500, generator=g)},
+        None,
+        tpr=0.95,
+        seed=0,
+    )
+    new = {"feature_norm": torch.tensor([0.0, 5.0, 10.0]), "knn10": torch.tensor([0.5, 0.5, 0.5])}
+    assert ref.flags(ref.decision(new))[0].tolist() == [True, False, True]  # too small and too large norms
+    restored = IdReference.from_state(ref.state())
+    for key, value in ref.decision(new).items():
+        torch.testing.assert_close(restored.decision(new)[key], value)
+    assert restored.thresholds == ref.thresholds and restored.combination == ref.combination
+    with pytest.raises(ConfigError, match="valid for this run: feature_norm, knn10"):
+        ref.calibrate({"feature_norm": torch.zeros(4), "knn10": torch.zeros(4)}, ["nope"], 0.95, 0)
+
+
+def test_method_scores_come_from_declared_capabilities():
+    from methods.helpers import build
+
+    from probcl.eval.id_reference import score_names
+
+    base = ["knn10", "knn10_raw", "feature_norm", "mahalanobis_classfree", "input_stats"]
+    assert score_names(build("simclr"), 10, labeled=False) == base
+    assert score_names(build("c-simclr"), 10, labeled=False) == [*base, "vmf_density"]
+    assert score_names(build("ebclr"), 10, labeled=False) == [*base, "image_energy"]
+    assert score_names(build("tau-simclr"), 10, labeled=True) == [
+        "knn10",
+        "knn10_raw",
+        "feature_norm",
+        "mahalanobis",
+        "mahalanobis_classfree",
+        "input_stats",
+        "uncertainty:neg_u",
+        "uncertainty:neg_u_squared",
+    ]
+
+    class Probed:  # has what the capabilities provide, without declaring them: not used
+        uncertainty_scores = ("a",)
+        encoder_concentration = 10.0
+
+        def uncertainty(self, images, score=None):
+            return images
+
+    assert score_names(Probed(), 5, labeled=False) == [
+        "knn5",
+        "knn5_raw",
+        "feature_norm",
+        "mahalanobis_classfree",
+        "input_stats",
+    ]

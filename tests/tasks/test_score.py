@@ -1,0 +1,221 @@
+"""`probcl score` on a tiny SimCLR run: garbage images flagged with a reason, held-out ID images kept, the fitted
+reference cached per checkpoint, columns and contact sheet."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_overrides
+from PIL import Image
+
+import probcl.tasks.score as score_task
+from probcl.cli import main
+from probcl.config import load_config
+from probcl.data.datasets import load_dataset
+from probcl.errors import RunError
+from probcl.tasks.pretrain import pretrain
+from probcl.tasks.score import ScoreOptions, score_dataset
+
+CALIBRATION = 300  # of digits' 540 test images; the other 240 are held out from every fitted quantity
+SCORES = ["knn10", "knn10_raw", "feature_norm", "mahalanobis", "mahalanobis_classfree", "input_stats"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """SimCLR, CNN width 8, 20 steps on scikit-learn's digits."""
+    root = tmp_path_factory.mktemp("score")
+    return pretrain(
+        load_config(None, tiny_overrides(root / "simclr", **{"model.width": 8, "train.limit_train_batches": 20}))
+    )
+
+
+@pytest.fixture(scope="module")
+def garbage(tmp_path_factory):
+    """5 uniform-noise 28x28 PNGs, 3 random-colour 64x48 JPEGs and one unreadable file."""
+    folder = tmp_path_factory.mktemp("garbage")
+    rng = np.random.default_rng(0)
+    for i in range(5):
+        Image.fromarray(rng.integers(0, 256, (28, 28), dtype=np.uint8)).save(folder / f"noise{i}.png")
+    for i in range(3):
+        Image.fromarray(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)).save(folder / f"colour{i}.jpg")
+    (folder / "broken.png").write_bytes(b"this is not an image")
+    return folder
+
+
+def read_rows(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_garbage_is_flagged_with_a_reason_and_held_out_id_images_are_kept(run, garbage, tmp_path, capsys):
+    out, sheet = tmp_path / "garbage.csv", tmp_path / "sheet.html"
+    args = ["score", str(run), "--max-calibration", str(CALIBRATION)]
+    assert main([*args, "--dataset", f"folder:{garbage}", "--out", str(out), "--html", str(sheet)]) == 0
+    printed = capsys.readouterr().out
+    assert "skipped 1 unreadable file(s)" in printed and "8 flagged as out-of-distribution" in printed
+    sidecar = json.loads(out.with_suffix(".json").read_text())
+    assert sidecar["skipped"] == [str(garbage / "broken.png")] and sidecar["rows"] == sidecar["flagged"] == 8
+
+    rows = read_rows(out)
+    combination = ["knn10", "feature_norm", "mahalanobis", "input_stats"]  # the default for a labeled SimCLR run
+    assert list(rows[0]) == [
+        "index",
+        "id",
+        "predicted_class",
+        "probe_confidence",
+        *[c for s in SCORES for c in (s, f"p:{s}")],
+        "combined",
+        "ood",
+        "flagged_by",
+        "most_unusual",
+    ]
+    assert sorted(r["id"] for r in rows) == sorted(str(p) for p in garbage.iterdir() if p.name != "broken.png")
+    threshold = sidecar["thresholds"]["combined"]
+    for row in rows:
+        assert row["ood"] == "True"
+        neg_log_p = {s: -math.log(float(row[f"p:{s}"])) for s in combination}
+        assert float(row["combined"]) == pytest.approx(max(neg_log_p.values()), rel=1e-5)
+        # flagged_by: exactly the combination's scores whose own tail probability crossed the threshold
+        assert row["flagged_by"].split(";") == [s for s in combination if neg_log_p[s] > threshold + 1e-5]
+        assert row["most_unusual"] == min(combination, key=lambda s: float(row[f"p:{s}"]))
+
+    # Held-out ID images: the split-conformal threshold accepts a fresh ID image with probability >= 95 %,
+    # in expectation over calibration sets. Given this one (threshold from m = 150 images, rank r), the
+    # acceptance rate is ~Beta(r, m + 1 - r); 240 held-out images add binomial noise. Allow 3 sd of both.
+    id_out = tmp_path / "id.csv"
+    assert main([*args, "--dataset", "digits", "--split", "test", "--out", str(id_out)]) == 0
+    id_rows = read_rows(id_out)
+    calibration_idx = load_dataset("digits", "test").seeded_indices(CALIBRATION, 0)
+    # The images the threshold was chosen on (the calibration set's seeded second half) are accepted at
+    # >= 95 % by construction: scoring them again must reproduce their calibration scores exactly.
+    threshold_half = set(
+        calibration_idx[
+            torch.randperm(CALIBRATION, generator=torch.Generator().manual_seed(0))[CALIBRATION // 2 :]
+        ].tolist()
+    )
+    assert np.mean([r["ood"] == "False" for r in id_rows if int(r["index"]) in threshold_half]) >= 0.95
+    calibration = set(calibration_idx.tolist())
+    held_out = [r for r in id_rows if int(r["index"]) not in calibration]
+    assert len(held_out) == 540 - CALIBRATION
+    accepted = np.mean([r["ood"] == "False" for r in held_out])
+    m = CALIBRATION - CALIBRATION // 2
+    r = math.ceil((m + 1) * 0.95)
+    sd = math.sqrt(r * (m + 1 - r) / ((m + 1) ** 2 * (m + 2)) + 0.95 * 0.05 / len(held_out))
+    assert accepted >= 0.95 - 3 * sd, (accepted, sd)
+
+    html = sheet.read_text()
+    assert html.count("data:image/png;base64,") == 16 and "colour0.jpg" in html and "OOD: " in html
+
+
+def test_knn_scores_match_scikit_learn_on_the_run_features(run, garbage, tmp_path):
+    from sklearn.neighbors import NearestNeighbors
+
+    import probcl
+
+    summary = score_dataset(run, f"folder:{garbage}", tmp_path / "s.csv", ScoreOptions(max_calibration=CALIBRATION))
+    model = probcl.load(run, device="cpu")
+    images = torch.stack(
+        [
+            torch.from_numpy(np.array(Image.open(p).convert("L").resize((28, 28), Image.BILINEAR)))
+            for p in sorted(garbage.glob("*.*"))
+            if p.name != "broken.png"
+        ]
+    )[:, None]
+    with torch.no_grad():
+        train = model.embed(load_dataset("digits", "train").images).numpy()
+        query = model.embed(images).numpy()
+    unit = lambda x: x / np.linalg.norm(x, axis=1, keepdims=True)
+    by_id = {r["id"]: r for r in read_rows(summary.out)}
+    ids = [str(p) for p in sorted(garbage.glob("*.*")) if p.name != "broken.png"]
+    for column, bank, q in (("knn10", unit(train), unit(query)), ("knn10_raw", train, query)):
+        expected = NearestNeighbors(n_neighbors=10).fit(bank).kneighbors(q)[0].mean(1)
+        np.testing.assert_allclose([float(by_id[i][column]) for i in ids], expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose([float(by_id[i]["feature_norm"]) for i in ids], np.linalg.norm(query, axis=1), rtol=1e-5)
+
+
+def test_the_fitted_reference_is_cached_per_checkpoint(run, garbage, tmp_path, monkeypatch):
+    run = Path(shutil.copytree(run, tmp_path / "run"))  # its checkpoint is rewritten below
+    fits = []
+    real_fit = score_task.fit_reference
+
+    def counting_fit(*args, **kwargs):
+        fits.append(1)
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(score_task, "fit_reference", counting_fit)
+    options = ScoreOptions(max_calibration=200, seed=5)  # options of their own: a cache file of their own
+    first = score_dataset(run, f"folder:{garbage}", tmp_path / "a.csv", options)
+    cache = first.cache["path"]
+    assert len(fits) == 1 and not first.cache["hit"] and cache.startswith(str(run / "score-cache"))
+    stamp = Path(cache).stat().st_mtime_ns
+
+    second = score_dataset(run, f"folder:{garbage}", tmp_path / "b.csv", options)
+    assert len(fits) == 1 and second.cache == {"path": cache, "hit": True}
+    assert (tmp_path / "a.csv").read_text() == (tmp_path / "b.csv").read_text()
+    ckpt = run / "checkpoints" / "last.ckpt"
+    assert torch.load(cache, weights_only=True)["checkpoint"]["mtime_ns"] == ckpt.stat().st_mtime_ns
+    assert Path(cache).stat().st_mtime_ns == stamp
+
+    other = score_dataset(run, f"folder:{garbage}", tmp_path / "c.csv", ScoreOptions(max_calibration=200, seed=5, k=5))
+    assert len(fits) == 2 and other.cache["path"] != cache and "knn5" in read_rows(tmp_path / "c.csv")[0]
+
+    # A changed checkpoint (new weights, rewritten file) invalidates the cached reference.
+    state = torch.load(ckpt, map_location="cpu", weights_only=False)
+    for name, value in state["state_dict"].items():
+        if name.startswith("backbone.") and value.is_floating_point():
+            value.mul_(1.5)
+    torch.save(state, ckpt)
+    third = score_dataset(run, f"folder:{garbage}", tmp_path / "d.csv", options)
+    assert len(fits) == 3 and third.cache == {"path": cache, "hit": False}
+    assert torch.load(cache, weights_only=True)["checkpoint"]["mtime_ns"] == ckpt.stat().st_mtime_ns
+    before = {r["id"]: r["knn10_raw"] for r in read_rows(tmp_path / "a.csv")}
+    assert any(r["knn10_raw"] != before[r["id"]] for r in read_rows(tmp_path / "d.csv"))
+
+    # A run directory where the cache cannot be written costs speed, not the scores.
+    real_write = score_task.atomic_write
+
+    def failing_cache_write(path, write):
+        if "score-cache" in str(path):
+            raise RunError(f"cannot write {path}: Read-only file system")
+        return real_write(path, write)
+
+    monkeypatch.setattr(score_task, "atomic_write", failing_cache_write)
+    unstored = score_dataset(run, f"folder:{garbage}", tmp_path / "e.csv", ScoreOptions(max_calibration=200, seed=6))
+    assert "Read-only" in unstored.cache["not_stored"] and unstored.rows == 8 and unstored.flagged == 8
+
+
+def test_a_single_score_can_decide_and_bad_names_fail_early(run, garbage, tmp_path, capsys):
+    out = tmp_path / "single.csv"
+    assert (
+        main(
+            [
+                "score",
+                str(run),
+                "--dataset",
+                f"folder:{garbage}",
+                "--out",
+                str(out),
+                "--score",
+                "input_stats",
+                "--max-calibration",
+                str(CALIBRATION),
+            ]
+        )
+        == 0
+    )
+    rows = read_rows(out)
+    threshold = json.loads(out.with_suffix(".json").read_text())["thresholds"]["input_stats"]
+    for row in rows:
+        crossed = -math.log(float(row["p:input_stats"])) > threshold
+        assert row["ood"] == str(crossed) and row["flagged_by"] == ("input_stats" if crossed else "")
+    assert main(["score", str(run), "--dataset", "digits", "--score", "uncertainty:neg_u"]) == 2
+    assert "valid for this run: knn10, knn10_raw" in capsys.readouterr().err
+    assert main(["score", str(run), "--dataset", "digits", "--combination", "knn10,nope"]) == 2
+    assert "unknown score(s) nope in --combination" in capsys.readouterr().err
