@@ -206,7 +206,10 @@ def summarise(run_dir: Path) -> dict:
         values = [r.get(m) for r in steps for m in (*METRICS, "loss")]
         out["non_finite_values"] = sum(1 for v in values if v is not None and not math.isfinite(v))
         out["bank_ever_non_finite"] = any(r.get("bank_finite") is False for r in steps)
-        out["steps"] = steps
+        out["steps"] = [
+            {k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in r.items() if k != "bank_finite"}
+            for r in steps
+        ]
     return out
 
 
@@ -400,53 +403,75 @@ def step_table(runs: dict) -> str:
     return "\n".join(lines)
 
 
+def final_table(runs: dict) -> str:
+    """Markdown: the final bank against the final encoder's queries (see :func:`final_state`)."""
+    names = {
+        "bank_to_query_cos": "bank-to-query cos",
+        "query_to_bank_cos": "query-to-bank cos",
+        "bank_pairwise_cos": "bank pairwise cos",
+        "query_pairwise_cos": "query pairwise cos",
+        "bank_classes_covered": "classes with >= 1 % of rows",
+        "max_class_share": "largest class share",
+    }
+    head = ["run", *names.values()]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, r in runs.items():
+        f = dict(r.get("final_state") or {})
+        if "bank_class_share" in f:
+            f["max_class_share"] = max(f["bank_class_share"])
+        lines.append(
+            "| "
+            + " | ".join([label] + [str(f[m]) if isinstance(f.get(m), int) else _fmt(f.get(m), ".3f") for m in names])
+            + " |"
+        )
+    return "\n".join(lines)
+
+
 def plot(path: Path, runs: dict) -> None:
-    """Cosine (top) and displacement (bottom, log scale) per step, before vs after, one column per method."""
+    """Cosine (top) and displacement (bottom, log scale) per step, before vs after, one column per method;
+    dotted: each query's cosine to its nearest row (top) and the noise-free displacement (bottom, Langevin)."""
     from matplotlib.figure import Figure
 
     from probcl.report.plots import save_figure
 
+    extras = {
+        "bank_query_cos": ("query_cos", "each query to its nearest row"),
+        "bank_displacement": ("drift_displacement", "without the noise"),
+    }
     methods = list(dict.fromkeys(r["method"] for r in runs.values()))
-    fig = Figure(figsize=(4.6 * len(methods), 6.0))
+    fig = Figure(figsize=(4.8 * len(methods), 6.4))
     axes = fig.subplots(2, len(methods), squeeze=False)
     for col, method in enumerate(methods):
-        for r in (r for r in runs.values() if r["method"] == method):
+        mine = [r for r in runs.values() if r["method"] == method and r.get("steps")]
+        for r in mine:
             style = {"before": "--", "after": "-"}[r["variant"]]
-            steps = r.get("steps", [])
             for row, metric in enumerate(METRICS):
-                pts = [(s["step"], s[metric]) for s in steps if s.get(metric) is not None]
-                if pts:
-                    (line,) = axes[row][col].plot(
-                        *zip(*pts),
-                        style,
-                        label=f"{r['variant']}: linear {r['linear_top1']:.1f}, kNN {r['knn_top1']:.1f}",
-                    )
-                    drift = [(s["step"], s["drift_displacement"]) for s in steps if s.get("drift_displacement")]
-                    if metric == "bank_displacement" and drift:
-                        axes[row][col].plot(
-                            *zip(*drift), ":", color=line.get_color(), label=f"{r['variant']}: without the noise"
-                        )
+                pts = [(s["step"], s[metric]) for s in r["steps"] if s.get(metric) is not None]
+                if not pts:
+                    continue
+                (line,) = axes[row][col].plot(
+                    *zip(*pts), style, label=f"{r['variant']}: linear {r['linear_top1']:.1f}, kNN {r['knn_top1']:.1f}"
+                )
+                key, what = extras[metric]
+                more = [(s["step"], s[key]) for s in r["steps"] if s.get(key)]
+                if more:
+                    axes[row][col].plot(*zip(*more), ":", color=line.get_color(), label=f"{r['variant']}: {what}")
         axes[0][col].set_title(method, fontsize=10)
-        axes[0][col].set_ylabel("bank-to-nearest-query cosine")
+        axes[0][col].set_ylabel("cosine: bank row to nearest query")
         axes[1][col].set_ylabel("bank displacement per step (rad)")
         axes[1][col].set_yscale("log")
-        axes[1][col].set_xlabel("training step")
-        starts = sorted(
-            {
-                min(s["step"] for s in r["steps"] if s["epoch"] == e)
-                for r in runs.values()
-                if r["method"] == method and r.get("steps")
-                for e in {s["epoch"] for s in r["steps"]}
-                if e > 0
-            }
-        )
+        axes[1][col].set_xlabel("training step (grey: epoch boundary)")
+        starts = {
+            min(s["step"] for s in r["steps"] if s["epoch"] == e)
+            for r in mine
+            for e in {s["epoch"] for s in r["steps"]}
+            if e > 0
+        }
         for ax in axes[:, col]:
             ax.grid(alpha=0.3)
-            for x in starts:  # epoch boundaries
+            for x in sorted(starts):
                 ax.axvline(x - 0.5, color="grey", lw=0.8, alpha=0.5)
-        axes[0][col].legend(fontsize=8)
-        if any(s.get("drift_displacement") for r in runs.values() if r["method"] == method for s in r.get("steps", [])):
-            axes[1][col].legend(fontsize=8)
+            ax.legend(fontsize=7)
     save_figure(fig, path)
 
 
@@ -510,6 +535,9 @@ def main() -> None:
     print()
     print("Per epoch, every step:")
     print(step_table(state["runs"]))
+    print()
+    print(f"Final bank against the final encoder's queries of {FINAL_IMAGES} training images:")
+    print(final_table(state["runs"]))
 
 
 if __name__ == "__main__":

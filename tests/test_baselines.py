@@ -59,7 +59,7 @@ def cos_rows(a, b) -> np.ndarray:
 
 # ------------------------------------------------------------------------------- MoCo
 def test_moco_loss_and_queue_match_reference(tiny_config):
-    model = build(tiny_config, "moco", queue_size=40, temperature=0.2)
+    model = build(tiny_config, "moco", queue_size=40, temperature=0.2, bn_splits=1)  # plain BN keys: the formula
     v1, v2 = views()
     queue0 = model.key_queue.queue.clone()
     out = model.step(v1, v2, None)
@@ -77,7 +77,7 @@ def test_moco_loss_and_queue_match_reference(tiny_config):
 
 
 def test_moco_symmetric_loss_averages_both_directions(tiny_config):
-    model = build(tiny_config, "moco", queue_size=40, temperature=0.5, symmetric=True)
+    model = build(tiny_config, "moco", queue_size=40, temperature=0.5, symmetric=True, bn_splits=1)
     v1, v2 = views()
     queue0 = model.key_queue.queue.clone()
     out = model.step(v1, v2, None)

@@ -5,7 +5,10 @@
   method lists ``(online, key_encoder.<copy>)`` in its ``momentum_pairs`` and the base class
   applies theta_k <- m theta_k + (1 - m) theta_q (MoCo Eq. 2) after each optimiser step.
   Under DDP the key batch is shuffled across ranks for BatchNorm (shuffle-BN, MoCo Sec. 3.3)
-  unless ``shuffle_bn`` is off (use ``train.sync_batchnorm`` instead).
+  unless ``shuffle_bn`` is off (use ``train.sync_batchnorm`` instead). On one process the key
+  batch is shuffled and its BatchNorm statistics are taken per sub-batch (``bn_splits`` groups,
+  :class:`~probcl.models.split_bn.SplitBatchNorm`, as in the MoCo authors' single-GPU demo), so a
+  key is normalized with the statistics of other samples than its query's.
 * :class:`KeyQueue`: a FIFO dictionary of keys (MoCo Sec. 3.1), identical on every rank.
 """
 
@@ -23,6 +26,7 @@ from probcl.config import AtLeast, ConfigError, InRange, ModelConfig
 from probcl.core.distributed import broadcast_, gather_no_grad, rank, world_size
 from probcl.models.ema import momentum_copy
 from probcl.models.heads import mlp
+from probcl.models.split_bn import SplitBatchNorm, split_batchnorm_
 
 
 @dataclass
@@ -30,7 +34,8 @@ class MomentumKeyParams:
     """Settings of a :class:`MomentumKeyEncoder` and the MoCo v2 head it copies."""
 
     momentum: Annotated[float, InRange(0, 1, high_open=True)] = 0.99  # key-encoder EMA m; 0.999 at ImageNet scale
-    shuffle_bn: bool = True  # shuffle the key batch across ranks under DDP (MoCo Sec. 3.3)
+    shuffle_bn: bool = True  # shuffle the key batch across ranks under DDP (MoCo Sec. 3.3), or split BN on one process
+    bn_splits: Annotated[int, AtLeast(1)] = 8  # one process: BatchNorm groups of the shuffled key batch (1 = off)
     proj_batch_norm: bool = False  # MoCo v2's head is Linear-ReLU-Linear, without BatchNorm
 
 
@@ -52,19 +57,49 @@ def moco_head(feature_dim: int, mc: ModelConfig, batch_norm: bool, extra_outputs
 class MomentumKeyEncoder(nn.Module):
     """Frozen copies ``backbone`` and ``projector`` of the online networks; ``forward`` gives their keys."""
 
-    def __init__(self, backbone: nn.Module, projector: nn.Module, shuffle_bn: bool) -> None:
+    def __init__(self, backbone: nn.Module, projector: nn.Module, shuffle_bn: bool, bn_splits: int = 1) -> None:
         super().__init__()
         self.backbone = momentum_copy(backbone)
         self.projector = momentum_copy(projector)
         self.shuffle_bn = shuffle_bn
+        self.bn_splits = bn_splits
+        if shuffle_bn and bn_splits > 1:  # same parameters and buffers, so EMA pairs and checkpoints are unchanged
+            split_batchnorm_(self.backbone, 1)
+            split_batchnorm_(self.projector, 1)
+            self.requires_grad_(False)
 
     @torch.no_grad()
     def forward(self, view: torch.Tensor) -> torch.Tensor:
         """L2-normalized keys (no gradient), in the order of ``view``."""
-        shuffle = self.shuffle_bn and world_size() > 1
-        view, restore = _shuffle_across_ranks(view) if shuffle else (view, None)
-        k = F.normalize(self.projector(self.backbone(view)), dim=1)
-        return restore(k) if restore is not None else k
+        if self.shuffle_bn and world_size() > 1:
+            view, restore = _shuffle_across_ranks(view)
+            return restore(self.keys(view))
+        groups = split_groups(len(view), self.bn_splits)
+        if not (self.shuffle_bn and self.training and groups > 1):
+            return self.keys(view)
+        order = torch.randperm(len(view), device=view.device)
+        self._set_splits(groups)
+        try:
+            shuffled = self.keys(view[order])
+        finally:
+            self._set_splits(1)
+        keys = torch.empty_like(shuffled)
+        keys[order] = shuffled
+        return keys
+
+    def keys(self, view: torch.Tensor) -> torch.Tensor:
+        return F.normalize(self.projector(self.backbone(view)), dim=1)
+
+    def _set_splits(self, groups: int) -> None:
+        for module in self.modules():
+            if isinstance(module, SplitBatchNorm):
+                module.splits = groups
+
+
+def split_groups(n: int, most: int) -> int:
+    """The number of BatchNorm groups for a key batch of ``n``: the largest divisor of ``n`` up to ``most`` that
+    leaves at least 2 samples per group (a last, smaller batch gets fewer groups; 1 = plain BatchNorm)."""
+    return max((s for s in range(1, most + 1) if n % s == 0 and n // s >= 2), default=1)
 
 
 class KeyQueue(nn.Module):

@@ -55,7 +55,7 @@ class MomentumContrast(SSLMethod[QP]):
 
     def build(self) -> None:
         self.projector = self.query_head()
-        self.key_encoder = MomentumKeyEncoder(self.backbone, self.key_head(), self.hp.shuffle_bn)
+        self.key_encoder = MomentumKeyEncoder(self.backbone, self.key_head(), self.hp.shuffle_bn, self.hp.bn_splits)
         if self.hp.queue_size < self.cfg.train.batch_size:
             raise ConfigError(
                 f"method_args.queue_size={self.hp.queue_size} is smaller than train.batch_size="

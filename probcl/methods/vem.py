@@ -119,7 +119,7 @@ class VEM(SSLMethod[VP]):
     def build(self) -> None:
         if self.hp.base == "moco":
             self.projector = moco_head(self.feature_dim, self.cfg.model, self.hp.proj_batch_norm)
-            self.key_encoder = MomentumKeyEncoder(self.backbone, self.projector, self.hp.shuffle_bn)
+            self.key_encoder = MomentumKeyEncoder(self.backbone, self.projector, self.hp.shuffle_bn, self.hp.bn_splits)
             self.register_load_state_dict_pre_hook(rename_state_keys(LEGACY_KEY_ENCODER_NAMES))
         else:
             super().build()  # SimCLR's projection head

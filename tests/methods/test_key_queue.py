@@ -49,3 +49,38 @@ def test_key_encoder_is_a_frozen_copy_that_gives_normalized_keys_without_gradien
     keys = encoder(x)
     assert not keys.requires_grad
     torch.testing.assert_close(keys, F.normalize(projector(backbone(x)), dim=1).detach())
+
+
+def test_one_process_shuffle_bn_normalizes_each_key_with_its_shuffled_sub_batch_only():
+    """MoCo Sec. 3.3 on one process: the key batch is shuffled and BatchNorm statistics are taken per group of
+    n / S shuffled samples; reference: one plain BatchNorm per group, computed by hand."""
+    from probcl.methods.components import split_groups
+
+    torch.manual_seed(0)
+    backbone = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU())
+    projector = nn.Linear(6, 3)
+    encoder = MomentumKeyEncoder(backbone, projector, shuffle_bn=True, bn_splits=4).train()
+    x = torch.randn(16, 4)
+    torch.manual_seed(7)
+    keys = encoder(x)
+    torch.manual_seed(7)
+    order = torch.randperm(16)
+    reference = torch.empty(16, 3)
+    plain = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU()).train()
+    plain.load_state_dict(backbone.state_dict())
+    with torch.no_grad():
+        for group in order.view(4, 4):  # 4 groups of 4 shuffled samples, each normalized on its own
+            reference[group] = F.normalize(projector(plain(x[group])), dim=1)
+    torch.testing.assert_close(keys, reference, rtol=1e-5, atol=1e-6)
+    other_group = order.view(4, 4)[1]
+    changed = x.clone()
+    changed[other_group] = 5 * torch.randn(4, 4)  # samples outside the first group change (not a shift)
+    torch.manual_seed(7)
+    first = order.view(4, 4)[0]
+    torch.testing.assert_close(encoder(changed)[first], keys[first], rtol=1e-5, atol=1e-6)
+    torch.manual_seed(7)
+    assert not torch.allclose(encoder(changed)[other_group], keys[other_group], atol=1e-3)
+    with torch.no_grad():
+        full = F.normalize(projector(plain(x)), dim=1)
+    assert not torch.allclose(keys, full, atol=1e-3)  # differs from one BatchNorm over the whole batch
+    assert [split_groups(n, 8) for n in (256, 12, 7, 2, 1)] == [8, 6, 1, 1, 1]
