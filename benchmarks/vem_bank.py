@@ -78,7 +78,7 @@ RUNS: dict[str, tuple[str, str, str, dict]] = {
     "vem-svgd-after": ("vem-svgd", "after", "fashion-mnist/vem-svgd", {}),
 }
 METRICS = ("bank_query_cos", "bank_displacement")
-EXTRA = ("cos_before", "query_cos", "drift_displacement", "bank_mean_norm")  # recorded by BankSteps
+EXTRA = ("cos_before", "query_cos", "drift_displacement", "bank_mean_norm", "query_mean_norm")  # recorded by BankSteps
 STEP_FILE = "bank_steps.jsonl"
 RECORD_FILE = "vem_bank_run.json"
 EDGE_STEPS = 10  # "first" and "last" steps summarised from the per-step record
@@ -95,7 +95,8 @@ class BankSteps(Callback):
     ``query_cos`` (mean over queries of the cosine to the nearest sampled row: do the negatives
     cover the queries?), ``drift_displacement`` (Langevin only: the displacement of the same
     update with the noise switched off, since the logged displacement mostly measures the noise),
-    and the norm of the bank's mean row (1 = every row on one point, ~1/sqrt(M) for a uniform bank).
+    and the norm of the bank's and the step's queries' mean row (1 = every row on one point, ~1/sqrt(M)
+    for a uniform bank).
     Single process only (the queries of other ranks are not seen).
     """
 
@@ -145,6 +146,7 @@ class BankSteps(Callback):
             row["cos_before"] = float((bank @ q.T).amax(dim=1).mean())
             row["query_cos"] = float((sampled @ q.T).amax(dim=0).mean())
             row["bank_mean_norm"] = float(sampled.mean(dim=0).norm())
+            row["query_mean_norm"] = float(q.mean(dim=0).norm())
             row["bank_finite"] = bool(torch.isfinite(sampled).all())
             sampler = pl_module.memory.sampler
             if sampler.method == "langevin":
@@ -387,6 +389,7 @@ def step_table(runs: dict) -> str:
         "bank_displacement": "disp (rad)",
         "drift_displacement": "drift-only disp (rad)",
         "bank_mean_norm": "|mean row|",
+        "query_mean_norm": "|mean query|",
     }
     head = ["run", "epoch", "steps", *names.values()]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -83,7 +83,7 @@ def test_list_shows_every_group(capsys):
         "  simclr",
         "datasets:",
         "  fashion-mnist",
-        "  folder:PATH",
+        "  folder:PATH[:stream=false]",
         "evaluation suites:",
         "  linear",
         "  knn",
