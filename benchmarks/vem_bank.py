@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import json
 import math
 import os
@@ -49,6 +48,7 @@ from lightning.pytorch.callbacks import Callback
 import probcl
 from probcl.config import parse_override_value, to_plain
 from probcl.core.io import atomic_write_json, read_json
+from probcl.core.metrics_log import read_rows
 from probcl.core.runs import RunPaths
 from probcl.tasks.benchmark import Cell, cell_config, hardware, load_benchmark
 
@@ -155,18 +155,6 @@ class BankSteps(Callback):
                 row["drift_displacement"] = float((drift * bank).sum(dim=1).clamp(-1, 1).acos().mean())
         with self.path.open("a") as fh:
             fh.write(json.dumps(row) + "\n")
-
-
-def read_rows(path: Path) -> list[dict]:
-    """JSON lines of ``path``, a torn last line ignored."""
-    rows = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return rows
 
 
 def step_rows(run_dir: Path) -> list[dict]:
@@ -313,7 +301,6 @@ def run_one(bench, base_dir: Path, label: str, args: argparse.Namespace, extra: 
     done = read_json(RunPaths(run_dir).eval, {}) or {}
     if not {"linear", "knn"} <= set(done):
         start = time.perf_counter()
-        quiet = {"report": False} if "report" in inspect.signature(evaluate_run).parameters else {}
         evaluate_run(
             run_dir,
             ["linear", "knn"],
@@ -322,7 +309,7 @@ def run_one(bench, base_dir: Path, label: str, args: argparse.Namespace, extra: 
             max_train=bench.eval.max_train,
             data_root=bench.eval.data_root,
             figures=False,
-            **quiet,
+            report=False,
         )
         record["eval_seconds"] = round(time.perf_counter() - start, 1)
         atomic_write_json(record_path, record)
@@ -349,6 +336,11 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def markdown(head: list[str], rows: list[list[str]]) -> str:
+    """A Markdown table."""
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in [head, ["---"] * len(head), *rows])
+
+
 def table(runs: dict) -> str:
     """Markdown: per-epoch cosine and displacement (metrics.jsonl means), first/last steps, linear and kNN."""
     epochs = max((len(r["per_epoch_metrics_jsonl"]) for r in runs.values()), default=0)
@@ -358,7 +350,7 @@ def table(runs: dict) -> str:
         + [f"disp ep{e + 1} (rad)" for e in range(epochs)]
         + ["cos first/last 10", "disp first/last 10", "|mean row| last", "linear %", "kNN %", "train s", "eval s"]
     )
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for label, r in runs.items():
         ep = r["per_epoch_metrics_jsonl"] + [{}] * (epochs - len(r["per_epoch_metrics_jsonl"]))
         first, last = r.get("first_steps", {}), r.get("last_steps", {})
@@ -376,8 +368,8 @@ def table(runs: dict) -> str:
                 _fmt(r.get("eval_seconds"), ".0f"),
             ]
         )
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(cells)
+    return markdown(head, rows)
 
 
 def step_table(runs: dict) -> str:
@@ -391,19 +383,13 @@ def step_table(runs: dict) -> str:
         "bank_mean_norm": "|mean row|",
         "query_mean_norm": "|mean query|",
     }
-    head = ["run", "epoch", "steps", *names.values()]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for label, r in runs.items():
-        for e in r.get("per_epoch_all_steps", []):
-            lines.append(
-                "| "
-                + " | ".join(
-                    [label, str(e["epoch"]), str(e["rows"])]
-                    + [_fmt(e.get(m), ".3g" if "displacement" in m else ".3f") for m in names]
-                )
-                + " |"
-            )
-    return "\n".join(lines)
+    rows = [
+        [label, str(e["epoch"]), str(e["rows"])]
+        + [_fmt(e.get(m), ".3g" if "displacement" in m else ".3f") for m in names]
+        for label, r in runs.items()
+        for e in r.get("per_epoch_all_steps", [])
+    ]
+    return markdown(["run", "epoch", "steps", *names.values()], rows)
 
 
 def final_table(runs: dict) -> str:
@@ -416,18 +402,13 @@ def final_table(runs: dict) -> str:
         "bank_classes_covered": "classes with >= 1 % of rows",
         "max_class_share": "largest class share",
     }
-    head = ["run", *names.values()]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for label, r in runs.items():
         f = dict(r.get("final_state") or {})
         if "bank_class_share" in f:
             f["max_class_share"] = max(f["bank_class_share"])
-        lines.append(
-            "| "
-            + " | ".join([label] + [str(f[m]) if isinstance(f.get(m), int) else _fmt(f.get(m), ".3f") for m in names])
-            + " |"
-        )
-    return "\n".join(lines)
+        rows.append([label] + [str(f[m]) if isinstance(f.get(m), int) else _fmt(f.get(m), ".3f") for m in names])
+    return markdown(["run", *names.values()], rows)
 
 
 def plot(path: Path, runs: dict) -> None:
