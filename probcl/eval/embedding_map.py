@@ -36,13 +36,13 @@ def tsne_map(features: torch.Tensor, seed: int = 0, perplexity: float = PERPLEXI
         return tsne.fit_transform(x).round(4).tolist()
 
 
-def embedding_map(ctx: ModelOnData, max_images: int = MAP_IMAGES, seed: int = 0) -> dict:
-    """The map of the context's feature layer on a seeded subset of the test set: ``points`` (x, y),
+def embedding_map(ctx: ModelOnData, max_images: int = MAP_IMAGES, seed: int = 0, layer: str = "backbone") -> dict:
+    """The map of ``layer`` features on a seeded subset of the test set: ``points`` (x, y),
     ``labels`` (-1 = unlabeled), ``index`` (test-set indices) and the ``protocol``."""
     data = ctx.dataset(None, "test")
     index = data.seeded_indices(max_images, seed)
     subset = data if len(index) == len(data) else data.subset(index)
-    features, labels = ctx.extract(subset, f"embedding map: {ctx.feature_layer} features of {len(index)} test images")
+    features, labels = ctx.extract(subset, f"embedding map: {layer} features of {len(index)} test images", layer)
     return {
         "points": tsne_map(features, seed),
         "labels": labels.tolist(),
@@ -50,7 +50,7 @@ def embedding_map(ctx: ModelOnData, max_images: int = MAP_IMAGES, seed: int = 0)
         "protocol": {
             "method": "t-SNE (scikit-learn) of L2-normalized features, PCA to "
             f"{min(PCA_DIMS, len(index), features.shape[1])} dimensions",
-            "feature_layer": ctx.feature_layer,
+            "feature_layer": layer,
             "dataset": data.name,
             "split": "test",
             "images": len(index),

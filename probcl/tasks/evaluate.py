@@ -209,15 +209,14 @@ def result_key(suite: str, feature_layer: str) -> str:
 
 def write_report(paths: RunPaths, ctx: ModelOnData) -> tuple[Path, Path]:
     """RUN/report.md and RUN/report.html from all of RUN/eval.json and RUN/metrics.jsonl, with the embedding map
-    of ``ctx`` (kept in RUN/plots/embedding-map.json; recomputed when the checkpoint, layer or seed changed)."""
+    of the run's backbone features, whatever ``--features`` this call evaluated (kept in
+    RUN/plots/embedding-map.json; recomputed when the checkpoint or seed changed)."""
     from probcl.eval.embedding_map import embedding_map
     from probcl.report.run_report import write_run_report
 
     cache = paths.plots / "embedding-map.json"
     wanted = json.loads(
-        json.dumps(
-            {"checkpoint": ctx.checkpoint_meta, "feature_layer": ctx.feature_layer, "seed": ctx.seed}, default=str
-        )
+        json.dumps({"checkpoint": ctx.checkpoint_meta, "feature_layer": "backbone", "seed": ctx.seed}, default=str)
     )
     embedding = read_json(cache)
     if embedding is None or any(embedding["protocol"].get(k) != v for k, v in wanted.items()):
