@@ -282,13 +282,14 @@ def test_invalid_hyper_parameters_name_the_key(tiny_config, args, key):
         pretrain(cfg)
 
 
-def test_bank_optimizer_matches_appendix_d_with_momentum_and_gradient_over_t():
+def test_bank_optimizer_matches_appendix_d_with_momentum_and_gradient_over_t_and_a_tangent_velocity():
     t, alpha, m, eta = 0.5, 0.7, 0.9, 3
     bank, velocity = BANK, [[0.0, 0.0] for _ in BANK]
-    for i in range(1, eta + 1):  # v <- m v + dB / t ; B <- normalize(B + alpha / i v)
+    for i in range(1, eta + 1):  # v <- m v + dB / t ; B <- normalize(B + alpha / i v) ; v <- v - (v . B) B
         score = _box_score(bank, QUERIES, t)
         velocity = [[m * v[d] + s[d] / t for d in range(2)] for v, s in zip(velocity, score)]
         bank = [_normalize([b[d] + alpha / i * v[d] for d in range(2)]) for b, v in zip(bank, velocity)]
+        velocity = [[v[d] - sum(x * y for x, y in zip(v, b)) * b[d] for d in range(2)] for v, b in zip(velocity, bank)]
     sampler = BankSampler("langevin", t, eta, alpha, "decreasing", noise_scale=0.0, momentum=m)
     got, got_velocity = sampler.run(_tensor(BANK), _tensor(QUERIES))
     torch.testing.assert_close(got, _tensor(bank), rtol=1e-10, atol=1e-12)
@@ -344,7 +345,9 @@ def test_linear_kernel_svgd_is_degenerate_and_rbf_moves_and_spreads():
     langevin, _ = BankSampler("langevin", 0.02, 10, 1.0, noise_scale=0.0).run(bank, queries)
     assert (rbf @ centre).mean() > (bank @ centre).mean() + 0.3  # towards high density ...
     off_diagonal = ~torch.eye(64, dtype=torch.bool)
-    assert torch.cdist(rbf, rbf)[off_diagonal].min() > 3 * torch.cdist(langevin, langevin)[off_diagonal].min()
+    rbf_distances = torch.cdist(rbf, rbf)[off_diagonal]
+    langevin_distances = torch.cdist(langevin, langevin)[off_diagonal]
+    assert rbf_distances.min() > 2 * langevin_distances.min() and rbf_distances.mean() > 1.5 * langevin_distances.mean()
 
 
 def test_bank_step_diagnostics_are_the_nearest_query_cosine_and_the_mean_angle_moved():
@@ -357,3 +360,43 @@ def test_bank_step_diagnostics_are_the_nearest_query_cosine_and_the_mean_angle_m
     nearest = [max(float(row @ qq) for qq in q) for row in step.negatives]
     assert float(step.displacement) == pytest.approx(sum(angles) / 3, abs=1e-6)
     assert float(step.nearest_query_cosine) == pytest.approx(sum(nearest) / 3, abs=1e-6)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_langevin_bank_samples_the_von_mises_fisher_density_of_one_query(momentum):
+    """One query q and bank temperature t: p(z) = exp(z . q / t) is vMF(q, kappa = 1 / t), whose mean
+    cosine in 3-d is coth(kappa) - 1 / kappa (0.800 at kappa 5). With momentum 0.9, noise added to the
+    positions (the old update) gave 0.70-0.76, i.e. a differently tempered bank; SGHMC's velocity noise
+    with a transported velocity samples p itself."""
+    kappa, q = 5.0, torch.tensor([[0.0, 0.0, 1.0]])
+    bank = FeatureBank(1000, 3, BankSampler("langevin", 1.0 / kappa, 1, 0.001, momentum=momentum), seed=0)
+    bank.filled.fill_(1000)
+    for step in range(2500):
+        bank.update(q, seed=step)
+    mean_cosine = float((bank.bank @ q.T).mean())
+    assert mean_cosine == pytest.approx(1.0 / math.tanh(kappa) - 1.0 / kappa, abs=0.015)
+
+
+def test_rows_filled_from_queries_start_without_the_old_particles_momentum():
+    bank = FeatureBank(6, 2, BankSampler("langevin", 0.5, 1, 0.1, noise_scale=0.0), seed=0)
+    bank.filled.fill_(2)
+    bank.velocity.fill_(1.0)
+    bank.update(F.normalize(torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]), dim=1), seed=0)
+    assert int(bank.filled) == 5
+    assert bank.velocity[2:5].abs().max() == 0.0  # the three new rows
+    assert bank.velocity[:2].abs().min() > 0.0 and bank.velocity[5].abs().min() > 0.0  # the others kept theirs
+
+
+def test_median_bandwidth_of_a_large_bank_is_within_a_percent_of_the_exact_median():
+    import numpy as np
+
+    from probcl.samplers.feature_space import median_bandwidth, squared_distances
+
+    bank = F.normalize(torch.randn(3000, 16, generator=torch.Generator().manual_seed(0), dtype=torch.float64), dim=1)
+    bank[:1500] = F.normalize(bank[:1500] + 2.0, dim=1)  # two unequal clusters: a skewed distance distribution
+    sq = squared_distances(bank)
+    exact = np.median(sq.numpy()[np.triu_indices(3000, k=1)]) / math.log(3000)
+    assert median_bandwidth(sq) == pytest.approx(exact, rel=0.01)
+    small = sq[:500, :500]  # below the subset size the median is exact
+    assert median_bandwidth(small) == pytest.approx(np.median(small.numpy()[np.triu_indices(500, k=1)]) / math.log(500))
+    torch.testing.assert_close(sq, torch.cdist(bank, bank).pow(2), atol=1e-10, rtol=0)

@@ -69,13 +69,31 @@ def svgd_linear_direction(bank: torch.Tensor, score: torch.Tensor) -> torch.Tens
     return bank @ (bank.T @ score) / bank.shape[0] + bank
 
 
-def median_bandwidth(sq_distances: torch.Tensor) -> float:
-    """Liu & Wang's median heuristic h = med^2 / log M from the (M, M) squared pairwise distances."""
+MEDIAN_ROWS = 1024  # rows whose pairwise distances give the median heuristic (all of them up to this size)
+
+
+def median_bandwidth(sq_distances: torch.Tensor, max_rows: int = MEDIAN_ROWS) -> float:
+    """Liu & Wang's median heuristic h = med^2 / log M from the (M, M) squared pairwise distances.
+
+    The median is taken over the pairs among ``max_rows`` evenly strided rows: exact for M <= max_rows,
+    and for a 4096-row bank an estimate from 523k of its 8.4M pairs (relative error ~0.1 %, tested) that
+    costs ~1/16 of sorting them all at every sampler step.
+    """
     m = sq_distances.shape[0]
-    pairs = sq_distances[torch.triu_indices(m, m, offset=1, device=sq_distances.device).unbind()]
+    if m > max_rows:
+        rows = torch.linspace(0, m - 1, max_rows, device=sq_distances.device).long()
+        sq_distances = sq_distances[rows][:, rows]
+    k = sq_distances.shape[0]
+    pairs = sq_distances[torch.triu_indices(k, k, offset=1, device=sq_distances.device).unbind()]
     n = pairs.numel()
     median = 0.5 * (pairs.kthvalue((n + 1) // 2).values + pairs.kthvalue(n // 2 + 1).values)  # as numpy's
     return max(float(median) / math.log(max(m, 2)), 1e-8)
+
+
+def squared_distances(x: torch.Tensor) -> torch.Tensor:
+    """(M, M) squared Euclidean distances from the Gram matrix (one matmul; cdist is ~2x slower on CPU)."""
+    norms = x.pow(2).sum(dim=1)
+    return (norms[:, None] + norms[None, :] - 2.0 * x @ x.T).clamp_min_(0.0)
 
 
 def svgd_rbf_direction(bank: torch.Tensor, score: torch.Tensor, bandwidth: float | None = None) -> torch.Tensor:
@@ -84,12 +102,17 @@ def svgd_rbf_direction(bank: torch.Tensor, score: torch.Tensor, bandwidth: float
     ``bandwidth`` h defaults to the median heuristic. The repulsive term is
     sum_j (2 / h) (x_i - x_j) k_ij.
     """
-    sq = torch.cdist(bank, bank).pow(2)
+    sq = squared_distances(bank)
     h = median_bandwidth(sq) if bandwidth is None else bandwidth
     kernel = torch.exp(-sq / h)  # symmetric (M, M)
     attraction = kernel @ score
     repulsion = (2.0 / h) * (kernel.sum(dim=1, keepdim=True) * bank - kernel @ bank)
     return (attraction + repulsion) / bank.shape[0]
+
+
+def _tangent(vectors: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """The component of each row of ``vectors`` in the tangent plane of the unit sphere at ``points``."""
+    return vectors - (vectors * points).sum(dim=1, keepdim=True) * points
 
 
 BankUpdate = Literal["optimizer", "literal"]
@@ -113,6 +136,16 @@ class BankSampler:
 
     Langevin noise defaults to eps = sqrt(drift scale): sqrt(1 / N) (optimizer) or sqrt(t / N)
     (literal), i.e. an unadjusted Langevin step of p(z) with step alpha_i / N (alpha_i t / N).
+    With the optimiser's momentum m the Langevin update is SGHMC on the sphere (Chen et al. 2014):
+
+        v <- m v + g + (sqrt(1 - m) sigma_i / alpha_i) xi,   B <- normalize(B + alpha_i v),   v <- (I - B B^T) v
+
+    with xi ~ N(0, I) projected on the tangent plane. The momentum's steady-state step is
+    alpha_i / (1 - m), and this noise is what that step needs for the bank to sample p(z) itself;
+    keeping v tangent (its vector transport) stops radial momentum from silently shrinking the steps.
+    Noise added to B instead (as before) samples a ~10x colder density at m = 0.9 and the bank ends
+    narrower than the queries; both are checked against a von Mises-Fisher target in the tests.
+    At m = 0 this is the plain Langevin step above with tangent noise of standard deviation sigma_i.
     """
 
     method: Literal["langevin", "svgd"] = "langevin"
@@ -159,13 +192,20 @@ class BankSampler:
         velocity = torch.zeros_like(bank) if velocity is None else velocity
         for alpha, sigma in langevin_schedule(self.steps, self.step_size * lr_scale, eps, self.schedule):
             step = self.direction(bank, queries)
-            if self.update == "optimizer":
-                velocity = self.momentum * velocity + step
-                step = velocity
-            bank = bank + alpha * step  # Alg. 1 line 13 / Alg. 2 line 13
-            if self.method == "langevin":
-                bank = bank + sigma * torch.randn(bank.shape, generator=generator, device=bank.device, dtype=bank.dtype)
-            bank = F.normalize(bank, dim=1)  # line 14
+            noise = (
+                torch.randn(bank.shape, generator=generator, device=bank.device, dtype=bank.dtype)
+                if self.method == "langevin"
+                else None
+            )
+            if self.update == "literal":
+                bank = bank + alpha * step  # Alg. 1 line 13 / Alg. 2 line 13
+                bank = F.normalize(bank if noise is None else bank + sigma * noise, dim=1)  # line 14
+                continue
+            if noise is not None and alpha > 0.0:  # SGHMC: the velocity carries its steady-state step's noise
+                step = step + (math.sqrt(1.0 - self.momentum) * sigma / alpha) * _tangent(noise, bank)
+            velocity = self.momentum * velocity + step
+            bank = F.normalize(bank + alpha * velocity, dim=1)  # line 14
+            velocity = _tangent(velocity, bank)  # vector transport to the new tangent plane
         return bank, velocity
 
 
@@ -239,7 +279,9 @@ class FeatureBank(nn.Module):
             sampled, velocity = self.sampler.run(self.bank, queries, generator, self.velocity, lr_scale)
             self.bank.copy_(sampled)
             self.velocity.copy_(velocity)
+            start = int(self.filled)
             fill_in_order_(self.bank, self.filled, queries)
+            self.velocity[start : int(self.filled)] = 0.0  # a new row does not inherit the old particle's momentum
             nearest = (sampled @ queries.T).amax(dim=1).mean()
             moved = (sampled * before).sum(dim=1).clamp(-1.0, 1.0).acos().mean()
         return BankStep(sampled, nearest, moved)
