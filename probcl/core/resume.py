@@ -175,6 +175,6 @@ class GracefulStop(Callback):
         """The error to raise after the stop: where the state is and how to go on."""
         return RunError(
             f"stopped by {self.received} after step {step}; the run's state is saved in "
-            f"{self.checkpoint}. Run the same command again (`probcl pretrain` or `probcl benchmark`) to resume from it "
-            f"(SLURM: `#SBATCH --signal=SIGTERM@90` and requeue the job)."
+            f"{self.checkpoint}. Run the same command again (`probcl pretrain` or `probcl benchmark`) to resume "
+            f"from it (SLURM: `#SBATCH --signal=SIGTERM@90` and requeue the job)."
         )
