@@ -235,6 +235,17 @@ class FolderImages(ImageSource):
         )
 
 
+def image_batches(data: Dataset, batch_size: int, num_workers: int, description: str) -> Iterator:
+    """(uint8 images or None, labels, indices, skipped indices) per batch of ``data`` in order, with a
+    progress bar; unreadable images are skipped (see :func:`collate_skip_corrupt`)."""
+    from probcl.core.progress import progress
+
+    loader = DataLoader(
+        data, batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate_skip_corrupt
+    )
+    yield from progress(loader, description)
+
+
 def collate_skip_corrupt(items):
     """Collate that drops items whose image could not be decoded; returns (x, y, idx, skipped_idx)."""
     good = [it for it in items if it[0] is not None]

@@ -18,11 +18,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
 
-from probcl.core.progress import progress
 from probcl.core.runs import RunPaths, load_run, resolve_device
-from probcl.data.datasets import ImageSource, Split, collate_skip_corrupt, load_dataset
+from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.encoder import ForeignEncoder
 from probcl.eval.features import extract, pixel_features
@@ -147,14 +145,7 @@ class ModelOnData:
         self, data: ImageSource, description: str
     ) -> Iterator[tuple[torch.Tensor | None, Any, Any, torch.Tensor]]:
         """(uint8 images, labels, indices, skipped indices) per batch; unreadable images are skipped."""
-        loader = DataLoader(
-            data,
-            batch_size=self.batch_size,
-            shuffle=False,
-            num_workers=self.num_workers,
-            collate_fn=collate_skip_corrupt,
-        )
-        yield from progress(loader, description)
+        return image_batches(data, self.batch_size, self.num_workers, description)
 
     # ----------------------------------------------------------------- model outputs
     def embed_fn(self, layer: str | None = None) -> Callable[[torch.Tensor], torch.Tensor]:

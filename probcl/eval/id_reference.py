@@ -22,16 +22,21 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
 from probcl.data.datasets import ImageSource
 from probcl.errors import ConfigError, DatasetError
-from probcl.eval.context import ModelOnData
 from probcl.eval.ood_scores import Gaussian, TailCombiner, fit_gaussian, input_statistics
 from probcl.eval.outlier import knn_distances, threshold_at_tpr
 from probcl.methods.capabilities import EnergyModel, HasUncertainty, StochasticEncoder
+
+if TYPE_CHECKING:  # the context loads models (Lightning); this module's scores must import without it
+    from probcl.eval.context import ModelOnData
+    from probcl.eval.encoder import ForeignEncoder
+    from probcl.methods.base import SSLMethod
 
 COMBINED = "combined"
 # What each score measures (higher = more OOD); {k} is the kNN neighbour count.
@@ -63,6 +68,22 @@ def method_uncertainty_fns(model: object) -> dict[str, Callable[[torch.Tensor], 
     return {f"uncertainty:{name}": partial(model.uncertainty_batch, score=name) for name in model.uncertainty_scores}
 
 
+def model_output_fns(
+    model: SSLMethod | ForeignEncoder,
+    embed: Callable[[torch.Tensor], torch.Tensor],
+    energy_reference: torch.Tensor | None = None,
+) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+    """What the scores need from ``model``, by name: images on its device -> ``features`` (``embed``) and the
+    declared capabilities' outputs (``probcl score`` exports exactly these for its repeat calls)."""
+    fns: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"features": embed}
+    if isinstance(model, StochasticEncoder):
+        fns["encoder_mean"] = model.encoder_mean
+    if isinstance(model, EnergyModel) and energy_reference is not None:
+        energy_model = model
+        fns["image_energy"] = lambda x: energy_model.image_energy(energy_model.normalizer(x), energy_reference)
+    return {**fns, **method_uncertainty_fns(model)}
+
+
 def score_names(model: object, k: int, labeled: bool) -> list[str]:
     """Every score of the reference for ``model`` (in column order); ``mahalanobis`` needs labeled training data."""
     names = [
@@ -80,10 +101,21 @@ def score_names(model: object, k: int, labeled: bool) -> list[str]:
 
 def check_score_names(requested: Sequence[str], model: object, k: int, labeled: bool, what: str) -> None:
     """ConfigError naming the valid scores when one of ``requested`` is not a score of ``model``."""
-    valid = score_names(model, k, labeled)
+    check_names(requested, score_names(model, k, labeled), what)
+
+
+def check_names(requested: Sequence[str], valid: Sequence[str], what: str) -> None:
+    """ConfigError naming the ``valid`` scores when one of ``requested`` is not among them."""
     unknown = [s for s in requested if s not in valid]
     if unknown:
         raise ConfigError(f"unknown score(s) {', '.join(unknown)} {what}; valid for this run: {', '.join(valid)}")
+
+
+def with_input_statistics(model_outputs: dict[str, torch.Tensor], images: torch.Tensor) -> dict[str, torch.Tensor]:
+    """A batch's model outputs (float32, on the CPU) with the input statistics of its uint8 ``images``."""
+    out = {name: value.float().cpu() for name, value in model_outputs.items()}
+    out["input_stats"] = input_statistics(images.cpu())
+    return out
 
 
 def two_sided(name: str) -> bool:
@@ -128,34 +160,34 @@ class IdReference:
     # the bank for every batch would cost more than the distances
     unit_bank: torch.Tensor = field(init=False, repr=False)
     raw_bank: torch.Tensor = field(init=False, repr=False)
+    bank_sq: dict[str, torch.Tensor] = field(init=False, repr=False)  # their squared row norms, computed once
 
     def __post_init__(self) -> None:
         self.raw_bank = self.bank.double()
         self.unit_bank = F.normalize(self.raw_bank, dim=1)
+        self.bank_sq = {"unit": self.unit_bank.pow(2).sum(1), "raw": self.raw_bank.pow(2).sum(1)}
 
     # ----------------------------------------------------------------- scores
+    def model_output_fns(self, ctx: ModelOnData) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
+        """:func:`model_output_fns` of ``ctx``'s model with this reference's energy reference."""
+        energy_reference = None if self.energy_reference is None else self.energy_reference.to(ctx.torch_device)
+        return model_output_fns(ctx.encoder, ctx.embed_fn(), energy_reference)
+
     @torch.no_grad()
     def outputs(self, ctx: ModelOnData, images: torch.Tensor) -> dict[str, torch.Tensor]:
-        """What the scores need from the model for a uint8 batch: features and the declared capabilities'
-        outputs, plus the input statistics (on CPU)."""
-        model, device = ctx.encoder, ctx.torch_device
-        x = images.to(device)
-        out = {"features": ctx.embed_fn()(x).float(), "input_stats": input_statistics(images.cpu())}
-        if isinstance(model, StochasticEncoder):
-            out["encoder_mean"] = model.encoder_mean(x).float()
-        if isinstance(model, EnergyModel) and self.energy_reference is not None:
-            out["image_energy"] = model.image_energy(model.normalizer(x), self.energy_reference.to(device)).float()
-        for name, fn in method_uncertainty_fns(model).items():
-            out[name] = fn(x).float()
-        return {key: value.cpu() for key, value in out.items()}
+        """:meth:`model_output_fns` of a uint8 batch plus the input statistics, as float32 on the CPU."""
+        x = images.to(ctx.torch_device)
+        out = {name: fn(x) for name, fn in self.model_output_fns(ctx).items()}
+        return with_input_statistics(out, images)
 
     def scores(self, outputs: dict[str, torch.Tensor], extra_k: Sequence[int] = ()) -> dict[str, torch.Tensor]:
         """Every score (and ``knn{k}`` for each of ``extra_k``) of a batch's :meth:`outputs`."""
         f = outputs["features"]
         ks = tuple(dict.fromkeys((self.k, *extra_k)))
-        unit = knn_distances(self.unit_bank, F.normalize(f, dim=1), ks)
+        unit = knn_distances(self.unit_bank, F.normalize(f, dim=1), ks, reference_sq=self.bank_sq["unit"])
         scores = {f"knn{k}": unit[k] for k in ks}
-        scores[f"knn{self.k}_raw"] = knn_distances(self.raw_bank, f, (self.k,))[self.k]
+        raw = knn_distances(self.raw_bank, f, (self.k,), reference_sq=self.bank_sq["raw"])
+        scores[f"knn{self.k}_raw"] = raw[self.k]
         scores["feature_norm"] = f.norm(dim=1)
         for name, gaussian in self.gaussians.items():
             scores[name] = gaussian.distances(outputs["input_stats"] if name == "input_stats" else f)

@@ -20,19 +20,24 @@ def knn_distance(reference: torch.Tensor, queries: torch.Tensor, k: int = 10, ch
 
 
 def knn_distances(
-    reference: torch.Tensor, queries: torch.Tensor, ks: tuple[int, ...], chunk: int = 256
+    reference: torch.Tensor,
+    queries: torch.Tensor,
+    ks: tuple[int, ...],
+    chunk: int = 256,
+    reference_sq: torch.Tensor | None = None,
 ) -> dict[int, torch.Tensor]:
     """:func:`knn_distance` for several ``ks`` from one distance computation per chunk of queries.
 
     Distances are computed in float64 (close neighbours would lose most digits to cancellation in float32)
-    as sqrt(|q|^2 + |r|^2 - 2 q.r), with |r|^2 computed once: a float64 ``reference`` is used as is.
+    as sqrt(|q|^2 + |r|^2 - 2 q.r), with |r|^2 computed once (or given as ``reference_sq``, for a reference
+    that scores many batches): a float64 ``reference`` is used as is.
     """
     if not ks or min(ks) < 1:
         raise ConfigError(f"kNN distance needs k >= 1, got {list(ks)}")
     if len(reference) < 1:
         raise ConfigError("kNN distance needs at least one reference embedding")
     reference, queries = reference.double(), queries.double()
-    reference_sq = (reference * reference).sum(1)
+    reference_sq = (reference * reference).sum(1) if reference_sq is None else reference_sq.double()
     kmax = min(max(ks), len(reference))
     parts: dict[int, list[torch.Tensor]] = {k: [] for k in ks}
     for start in range(0, len(queries), chunk):

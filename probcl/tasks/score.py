@@ -12,7 +12,10 @@ decision is the combined score, -log of the smallest tail probability of the com
 under the training distribution, thresholded to accept 95 % of in-distribution images; ``flagged_by``
 names every score whose own tail probability crossed that level. Any single score can decide
 instead (``score``). The fitted reference is cached in ``RUN/score-cache/`` for the checkpoint it
-was fitted on and the options that shape it, so repeat calls only score the new images.
+was fitted on and the options that shape it, so repeat calls only score the new images; with it goes
+the model's scoring outputs exported as one ``torch.export`` program
+(:mod:`probcl.eval.scoring_network`), so that a repeat call on the CPU (:class:`CachedScorer`)
+imports neither the method classes nor PyTorch Lightning.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import heapq
 import io
 import json
 import sys
+from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -32,18 +36,12 @@ from typing import IO, Any
 import torch
 
 from probcl.core.io import atomic_write, atomic_write_json, atomic_write_text
-from probcl.core.runs import find_checkpoint
-from probcl.data.datasets import ImageSource, Split
+from probcl.core.runs import RunPaths, find_checkpoint, resolve_device
+from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
 from probcl.errors import ConfigError, DatasetError, RunError
-from probcl.eval.context import ModelOnData
-from probcl.eval.id_reference import (
-    COMBINED,
-    IdReference,
-    ReferenceOptions,
-    check_score_names,
-    fit_reference,
-)
-from probcl.eval.linear import LinearProbe, linear_probe
+from probcl.eval.id_reference import COMBINED, IdReference, ReferenceOptions, check_names, with_input_statistics
+from probcl.eval.linear import LinearProbe
+from probcl.eval.scoring_network import ExportedOutputs, export_outputs, load_outputs
 
 PROBES = ("online", "offline", "none")
 SPLITS = ("all", "train", "test")
@@ -120,13 +118,104 @@ def checkpoint_identity(path: Path) -> dict[str, Any]:
     return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-class Scorer:
-    """A run's model on data plus its ID reference (fitted, or read from the cache) and class probe:
+def cache_file(run: Path, dataset: str, options: ScoreOptions, kind: str = "reference", suffix: str = ".pt") -> Path:
+    """``RUN/score-cache/{kind}-{digest}{suffix}``: one file per run, training dataset and reference options."""
+    fields = {"version": CACHE_VERSION, "dataset": dataset, **options.cache_fields()}
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+    return (run if run.is_dir() else run.parent) / "score-cache" / f"{kind}-{digest}{suffix}"
+
+
+def read_cache(path: Path, identity: dict[str, Any]) -> dict | None:
+    """The cached state at ``path`` if it was fitted on the checkpoint ``identity`` (else None)."""
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - an unreadable cache is refitted and rewritten
+        return None
+    return state if state.get("checkpoint") == identity else None
+
+
+class Scorer(ABC):
+    """A run's ID reference and class probe (see :meth:`prepare`) plus a way to get the model's outputs:
     turns image batches into score columns."""
 
     def __init__(self, run: str | Path, options: ScoreOptions) -> None:
         self.options = options
         self.run = Path(run)
+        self.reference: IdReference | None = None
+        self.probe: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None = None  # model outputs -> logits
+        self.protocol: dict[str, Any] = {}
+        self.cache: dict[str, Any] = {}
+        self.checkpoint_meta: Any = None
+
+    @abstractmethod
+    def dataset(self, spec: str | None, split: Split) -> ImageSource:
+        """``spec`` (default: the run's training data) conformed to the model's input, unreadable files skipped."""
+
+    @abstractmethod
+    def batches(self, data: ImageSource, description: str) -> Iterator[tuple[Any, Any, Any, torch.Tensor]]:
+        """(uint8 images or None, labels, indices, skipped indices) per batch, with a progress bar."""
+
+    @abstractmethod
+    def prepare(self) -> None:
+        """Set :attr:`reference`, :attr:`probe`, :attr:`protocol`, :attr:`cache` and :attr:`checkpoint_meta`."""
+
+    @abstractmethod
+    def model_outputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        """What the reference scores (and the probe) need of a uint8 batch, float32 on the CPU."""
+
+    def _use_state(self, state: dict[str, Any], online_probe: Callable[[torch.Tensor], torch.Tensor] | None) -> None:
+        """Reference (unless already built from it), protocol and probe from a cached or freshly fitted state."""
+        self.reference = self.reference or IdReference.from_state(state["reference"])
+        self.protocol = state["protocol"]
+        self.checkpoint_meta = state.get("checkpoint_meta")
+        if self.options.probe == "online" and online_probe is not None:
+            self.probe = lambda out: online_probe(out["features"])
+        elif state["probe"] is not None:
+            logits = LinearProbe(**state["probe"]).logits
+            self.probe = lambda out: logits(out["features"])
+
+    def columns(
+        self, dataset: ImageSource, images: torch.Tensor, labels: torch.Tensor, indices: torch.Tensor
+    ) -> tuple[dict[str, list], dict[str, torch.Tensor]]:
+        """The output columns of one batch, and the tensors the contact sheet ranks by."""
+        reference = self._prepared()
+        outputs = self.model_outputs(images)
+        scores = reference.scores(outputs)
+        combined = reference.decision(scores)
+        decision = combined if self.options.score == COMBINED else reference.decision(scores, self.options.score)
+        flags, flagged_by = reference.flags(decision, self.options.score)
+        cols: dict[str, list] = {"index": indices.tolist(), "id": [dataset.item_id(int(i)) for i in indices]}
+        if dataset.labels() is not None:
+            cols["label"] = labels.tolist()
+        if self.probe is not None:
+            confidence, predicted = self.probe(outputs).softmax(1).max(1)
+            cols["predicted_class"], cols["probe_confidence"] = predicted.tolist(), confidence.tolist()
+        for name in reference.score_names:
+            cols[name] = scores[name].tolist()
+            cols[f"p:{name}"] = combined[f"p:{name}"].tolist()
+        cols[COMBINED] = combined["ood_score"].tolist()
+        cols["ood"] = flags.tolist()
+        cols["flagged_by"] = flagged_by
+        cols["most_unusual"] = reference.most_unusual(combined)
+        return cols, {"rank": decision["ood_score"], "tiebreak": combined["ood_score"]}
+
+    def _prepared(self) -> IdReference:
+        if self.reference is None:
+            raise ConfigError("Scorer.prepare() has not run")
+        return self.reference
+
+
+class ModelScorer(Scorer):
+    """Scores with the run's model: fits the reference (or reads it from the cache) and exports the
+    model's scoring outputs for :class:`CachedScorer`."""
+
+    def __init__(self, run: str | Path, options: ScoreOptions) -> None:
+        from probcl.eval.context import ModelOnData
+        from probcl.eval.id_reference import check_score_names
+
+        super().__init__(run, options)
         self.ctx = ModelOnData(
             self.run,
             options.device,
@@ -141,40 +230,78 @@ class Scorer:
         if options.score != COMBINED:
             check_score_names([options.score], self.model, options.k, labeled, "for --score (or 'combined')")
         check_score_names(options.combination or [], self.model, options.k, labeled, "in --combination")
-        self.reference: IdReference | None = None
-        self.probe: Callable[[torch.Tensor], torch.Tensor] | None = None
-        self.protocol: dict[str, Any] = {}
-        self.cache: dict[str, Any] = {}
 
     def dataset(self, spec: str | None, split: Split) -> ImageSource:
-        """``spec`` (default: the run's training data) conformed to the model's input, unreadable files skipped."""
         return self.ctx.dataset(spec, split, skip_corrupt=True)
 
-    # ----------------------------------------------------------------- reference
+    def batches(self, data: ImageSource, description: str) -> Iterator[tuple[Any, Any, Any, torch.Tensor]]:
+        return self.ctx.batches(data, description)
+
     @property
     def cache_path(self) -> Path:
-        fields = {"version": CACHE_VERSION, "dataset": self.model.cfg.data.dataset, **self.options.cache_fields()}
-        digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
-        return (self.run if self.run.is_dir() else self.run.parent) / "score-cache" / f"reference-{digest}.pt"
+        return cache_file(self.run, self.model.cfg.data.dataset, self.options)
 
     def prepare(self) -> None:
         """The ID reference, probe and protocol: from the cache when it holds them for this checkpoint."""
         identity = checkpoint_identity(find_checkpoint(self.run))
         path = self.cache_path
-        state = self._read_cache(path, identity) if self.options.cache else None
+        state = read_cache(path, identity) if self.options.cache else None
         self.cache = {"path": str(path), "hit": state is not None}
+        fresh = state is None
         if state is None:
-            state = self._fit()
-            if self.options.cache:
-                self._write_cache(path, {**state, "checkpoint": identity, "options": self.options.cache_fields()})
-        self.reference = IdReference.from_state(state["reference"])
-        self.protocol = state["protocol"]
-        probe = state["probe"]
-        if self.options.probe == "online" and self.model.online_probe is not None:
-            online = self.model.online_probe
-            self.probe = torch.no_grad()(lambda f: online(f.to(self.ctx.torch_device)).cpu())
-        elif probe is not None:
-            self.probe = LinearProbe(**probe).logits
+            state = {**self._fit(), "checkpoint": identity, "options": self.options.cache_fields()}
+        self.reference = IdReference.from_state(state["reference"])  # the exported outputs depend on it
+        if self.options.cache and (fresh or self._network_missing(path, state)):
+            state.update(self._export(state))
+            self._write_cache(path, state)
+        online = self.model.online_probe
+        device = self.ctx.torch_device
+        self._use_state(state, None if online is None else torch.no_grad()(lambda f: online(f.to(device)).cpu()))
+
+    def model_outputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        return self._prepared().outputs(self.ctx, images)
+
+    @staticmethod
+    def _network_missing(path: Path, state: dict[str, Any]) -> bool:
+        """A cache without a network entry (older versions) or whose exported file is gone: export again.
+        (An entry of None records a model that could not be exported: not retried.)"""
+        if "network" not in state:
+            return True
+        return bool(state["network"]) and not (path.parent / state["network"]["file"]).exists()
+
+    def _export(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The cache's network entry: the exported outputs (CPU models only), the data they expect, and the
+        checkpoint's description; a model that does not export keeps the model path (and says why)."""
+        cfg, info = self.model.cfg, self.model.data_info
+        entry: dict[str, Any] = {
+            "input": {
+                "dataset": info.dataset,
+                "image_size": info.image_size,
+                "channels": info.channels,
+                "root": cfg.data.root,
+                "download": cfg.data.download,
+            },
+            "checkpoint_meta": json.loads(json.dumps(self.model.checkpoint_meta, default=str)),
+            "network": None,
+        }
+        if self.ctx.torch_device.type != "cpu":
+            entry["network_error"] = "exported on CPU runs only"
+            return entry
+        fns = self._prepared().model_output_fns(self.ctx)
+        if self.model.online_probe is not None:
+            embed, online = fns["features"], self.model.online_probe
+            fns["probe_logits"] = lambda x: online(embed(x))
+        path = cache_file(self.run, cfg.data.dataset, self.options, "network", ".pt2")
+        try:
+            test = self.ctx.dataset(None, "test")
+            sample = test.seeded_subset(min(8, len(test)), 0)
+            images = next(iter(self.ctx.batches(sample, "exporting the scoring network")))[0]
+            if images is None:
+                raise DatasetError("no readable test image to trace the network with")
+            entry["network"] = {"file": path.name, "outputs": export_outputs(self.model, fns, images, path)}
+        except Exception as e:  # noqa: BLE001 - any model that torch.export cannot handle is scored eagerly
+            entry["network_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        return entry
 
     def _write_cache(self, path: Path, state: dict) -> None:
         """Store the fitted reference; a run directory that cannot be written costs speed, not the scores."""
@@ -184,18 +311,10 @@ class Scorer:
             self.cache["not_stored"] = str(e)
             print(f"probcl score: the fitted reference is not cached ({e})", file=sys.stderr)
 
-    @staticmethod
-    def _read_cache(path: Path, identity: dict[str, Any]) -> dict | None:
-        if not path.exists():
-            return None
-        try:
-            state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception:  # noqa: BLE001 - an unreadable cache is refitted and rewritten
-            return None
-        return state if state.get("checkpoint") == identity else None
-
     def _fit(self) -> dict[str, Any]:
         """Fit the reference on the training split, calibrate it on the test split, fit the probe."""
+        from probcl.eval.id_reference import fit_reference
+
         o = self.options
         held_out = self.ctx.dataset(None, "test").seeded_subset(o.max_calibration, o.seed)
         reference, id_out = fit_reference(self.ctx, held_out, ReferenceOptions(o.k, o.tpr, o.combination, o.seed))
@@ -212,6 +331,8 @@ class Scorer:
         self, reference: IdReference, id_out: dict[str, torch.Tensor]
     ) -> tuple[dict[str, torch.Tensor] | None, dict[str, Any]]:
         """The offline probe's tensors (None for online/none) and the probe's description and top-1 (%)."""
+        from probcl.eval.linear import linear_probe
+
         probe, online = self.options.probe, self.model.online_probe
         labels, features = id_out["labels"], id_out["features"]
         labeled = labels >= 0
@@ -238,36 +359,66 @@ class Scorer:
             "probe_test_top1": result["top1"],
         }
 
-    # ----------------------------------------------------------------- rows
-    def columns(
-        self, dataset: ImageSource, images: torch.Tensor, labels: torch.Tensor, indices: torch.Tensor
-    ) -> tuple[dict[str, list], dict[str, torch.Tensor]]:
-        """The output columns of one batch, and the tensors the contact sheet ranks by."""
-        reference = self._prepared()
-        outputs = reference.outputs(self.ctx, images)
-        scores = reference.scores(outputs)
-        combined = reference.decision(scores)
-        decision = combined if self.options.score == COMBINED else reference.decision(scores, self.options.score)
-        flags, flagged_by = reference.flags(decision, self.options.score)
-        cols: dict[str, list] = {"index": indices.tolist(), "id": [dataset.item_id(int(i)) for i in indices]}
-        if dataset.labels() is not None:
-            cols["label"] = labels.tolist()
-        if self.probe is not None:
-            confidence, predicted = self.probe(outputs["features"]).softmax(1).max(1)
-            cols["predicted_class"], cols["probe_confidence"] = predicted.tolist(), confidence.tolist()
-        for name in reference.score_names:
-            cols[name] = scores[name].tolist()
-            cols[f"p:{name}"] = combined[f"p:{name}"].tolist()
-        cols[COMBINED] = combined["ood_score"].tolist()
-        cols["ood"] = flags.tolist()
-        cols["flagged_by"] = flagged_by
-        cols["most_unusual"] = reference.most_unusual(combined)
-        return cols, {"rank": decision["ood_score"], "tiebreak": combined["ood_score"]}
 
-    def _prepared(self) -> IdReference:
-        if self.reference is None:
-            raise ConfigError("Scorer.prepare() has not run")
-        return self.reference
+class CachedScorer(Scorer):
+    """Scores a run from its cache alone: the fitted reference plus the exported scoring network. Needs
+    neither the method classes nor PyTorch Lightning; :meth:`open` says whether the cache allows it."""
+
+    def __init__(self, run: Path, options: ScoreOptions, state: dict[str, Any], network: ExportedOutputs) -> None:
+        super().__init__(run, options)
+        self.state, self.network, self.input = state, network, state["input"]
+
+    @classmethod
+    def open(cls, run: str | Path, options: ScoreOptions) -> CachedScorer | None:
+        """The cached scorer of ``run`` for ``options``; None when the model is needed: no cache or network
+        for this checkpoint and options, caching off, a non-CPU device, or a run without its config."""
+        run = Path(run)
+        config = RunPaths(run).config
+        if not options.cache or not run.is_dir() or not config.exists() or resolve_device(options.device).type != "cpu":
+            return None
+        import yaml
+
+        try:
+            dataset = yaml.safe_load(config.read_text())["data"]["dataset"]
+            identity = checkpoint_identity(find_checkpoint(run))
+        except Exception:  # noqa: BLE001 - whatever is wrong, the model path reports it properly
+            return None
+        path = cache_file(run, dataset, options)
+        state = read_cache(path, identity)
+        if state is None or not state.get("network"):
+            return None
+        network_file = path.parent / state["network"]["file"]
+        try:
+            network = load_outputs(network_file, list(state["network"]["outputs"]))
+        except Exception:  # noqa: BLE001 - a damaged export: removed, so that the model path exports it again
+            network_file.unlink(missing_ok=True)
+            return None
+        scorer = cls(run, options, state, network)
+        scorer.cache = {"path": str(path), "hit": True, "network": str(network_file)}
+        return scorer
+
+    def dataset(self, spec: str | None, split: Split) -> ImageSource:
+        i = self.input
+        root = self.options.data_root or i["root"]
+        return load_dataset(
+            spec or i["dataset"], split, root, i["download"], i["image_size"], i["channels"], skip_corrupt=True
+        )
+
+    def batches(self, data: ImageSource, description: str) -> Iterator[tuple[Any, Any, Any, torch.Tensor]]:
+        return image_batches(data, self.options.batch_size, self.options.num_workers, description)
+
+    def prepare(self) -> None:
+        self._use_state(self.state, None)
+        reference, o = self._prepared(), self.options
+        valid = reference.score_names
+        if o.score != COMBINED:
+            check_names([o.score], valid, "for --score (or 'combined')")
+        check_names(o.combination or [], valid, "in --combination")
+        if o.probe == "online" and "probe_logits" in self.network.names:
+            self.probe = lambda out: out["probe_logits"]
+
+    def model_outputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
+        return with_input_statistics(self.network(images), images)
 
 
 class CsvSink:
@@ -365,7 +516,7 @@ def score_dataset(
     options = options or ScoreOptions()
     out = Path(out) if out is not None else Path(run) / "scores.csv"
     fmt = output_format(out)
-    scorer = Scorer(run, options)
+    scorer: Scorer = CachedScorer.open(run, options) or ModelScorer(run, options)
     dataset = scorer.dataset(data, options.split)  # fail on a bad spec before the reference passes
     scorer.prepare()
     reference = scorer._prepared()
@@ -375,7 +526,7 @@ def score_dataset(
     def write(fh: IO[bytes]) -> None:
         nonlocal rows, flagged
         sink = CsvSink(fh) if fmt == "csv" else ParquetSink(fh)
-        for images, labels, indices, skipped_idx in scorer.ctx.batches(dataset, f"scoring {dataset.name}"):
+        for images, labels, indices, skipped_idx in scorer.batches(dataset, f"scoring {dataset.name}"):
             skipped.extend(dataset.item_id(int(i)) for i in skipped_idx)
             if images is None:
                 continue
@@ -432,7 +583,7 @@ def score_dataset(
             "score": options.score,
             "thresholds": thresholds,
             "protocol": protocol,
-            "checkpoint": scorer.model.checkpoint_meta,
+            "checkpoint": scorer.checkpoint_meta,
             "cache": scorer.cache,
         },
     )

@@ -7,6 +7,8 @@ import csv
 import json
 import math
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +17,7 @@ import torch
 from conftest import tiny_overrides
 from PIL import Image
 
+import probcl.eval.id_reference as id_reference
 import probcl.tasks.score as score_task
 from probcl.cli import main
 from probcl.config import load_config
@@ -143,13 +146,13 @@ def test_knn_scores_match_scikit_learn_on_the_run_features(run, garbage, tmp_pat
 def test_the_fitted_reference_is_cached_per_checkpoint(run, garbage, tmp_path, monkeypatch):
     run = Path(shutil.copytree(run, tmp_path / "run"))  # its checkpoint is rewritten below
     fits = []
-    real_fit = score_task.fit_reference
+    real_fit = id_reference.fit_reference
 
     def counting_fit(*args, **kwargs):
         fits.append(1)
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(score_task, "fit_reference", counting_fit)
+    monkeypatch.setattr(id_reference, "fit_reference", counting_fit)
     options = ScoreOptions(max_calibration=200, seed=5)  # options of their own: a cache file of their own
     first = score_dataset(run, f"folder:{garbage}", tmp_path / "a.csv", options)
     cache = first.cache["path"]
@@ -157,7 +160,7 @@ def test_the_fitted_reference_is_cached_per_checkpoint(run, garbage, tmp_path, m
     stamp = Path(cache).stat().st_mtime_ns
 
     second = score_dataset(run, f"folder:{garbage}", tmp_path / "b.csv", options)
-    assert len(fits) == 1 and second.cache == {"path": cache, "hit": True}
+    assert len(fits) == 1 and second.cache["path"] == cache and second.cache["hit"]
     assert (tmp_path / "a.csv").read_text() == (tmp_path / "b.csv").read_text()
     ckpt = run / "checkpoints" / "last.ckpt"
     assert torch.load(cache, weights_only=True)["checkpoint"]["mtime_ns"] == ckpt.stat().st_mtime_ns
@@ -219,3 +222,60 @@ def test_a_single_score_can_decide_and_bad_names_fail_early(run, garbage, tmp_pa
     assert "valid for this run: knn10, knn10_raw" in capsys.readouterr().err
     assert main(["score", str(run), "--dataset", "digits", "--combination", "knn10,nope"]) == 2
     assert "unknown score(s) nope in --combination" in capsys.readouterr().err
+
+
+def _score_in_subprocess(run: Path, data: str, out: Path, options: str) -> set[str]:
+    """Score in a fresh interpreter; returns the heavy modules it imported."""
+    code = (
+        "import sys\n"
+        "from probcl.tasks.score import ScoreOptions, score_dataset\n"
+        f"summary = score_dataset({str(run)!r}, {data!r}, {str(out)!r}, ScoreOptions({options}))\n"
+        "assert summary.cache['hit'] and 'network' in summary.cache, summary.cache\n"
+        "print(' '.join(m for m in ('lightning', 'torchmetrics', 'torchvision', 'kornia') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return set(done.stdout.split())
+
+
+def test_repeat_calls_score_with_the_exported_network_and_no_model_class(run, garbage, tmp_path):
+    """The first call fits the reference and exports the model's scoring outputs; a repeat call in a fresh
+    process gives the same rows without importing Lightning (most of a repeat call's time was its imports),
+    and a damaged export falls back to the model, which exports it again."""
+    run = Path(shutil.copytree(run, tmp_path / "run"))
+    options = ScoreOptions(max_calibration=CALIBRATION, seed=3)
+    first = score_dataset(run, f"folder:{garbage}", tmp_path / "model.csv", options)
+    assert not first.cache["hit"]
+    state = torch.load(first.cache["path"], weights_only=True)
+    network = Path(first.cache["path"]).parent / state["network"]["file"]
+    assert network.exists() and state["network"]["outputs"] == ["features", "probe_logits"]
+
+    heavy = _score_in_subprocess(run, f"folder:{garbage}", tmp_path / "exported.csv", "max_calibration=300, seed=3")
+    assert heavy == set()
+    model_rows, exported_rows = read_rows(tmp_path / "model.csv"), read_rows(tmp_path / "exported.csv")
+    assert [r["id"] for r in model_rows] == [r["id"] for r in exported_rows] and len(model_rows) == 8
+    for a, b in zip(model_rows, exported_rows):
+        assert a.keys() == b.keys()
+        for key in a:
+            if key in ("id", "flagged_by", "most_unusual", "ood", "predicted_class"):
+                assert a[key] == b[key], key
+            else:
+                assert float(a[key]) == pytest.approx(float(b[key]), rel=1e-5, abs=1e-6), key
+
+    # Held-out digits through both paths: the same decisions on in-distribution images too.
+    score_dataset(
+        run, "digits", tmp_path / "digits-exported.csv", ScoreOptions(max_calibration=300, seed=3, split="test")
+    )
+    fresh = ScoreOptions(max_calibration=300, seed=3, split="test", cache=False)
+    score_dataset(run, "digits", tmp_path / "digits-model.csv", fresh)
+    exported_ood = [r["ood"] for r in read_rows(tmp_path / "digits-exported.csv")]
+    assert exported_ood == [r["ood"] for r in read_rows(tmp_path / "digits-model.csv")]
+
+    network.write_bytes(b"damaged")
+    repaired = score_dataset(run, f"folder:{garbage}", tmp_path / "repaired.csv", options)
+    assert repaired.cache["hit"] and "network" not in repaired.cache  # the model path, the reference reused
+    assert read_rows(tmp_path / "repaired.csv") == model_rows
+    assert network.exists() and network.read_bytes() != b"damaged"
+    assert (
+        _score_in_subprocess(run, f"folder:{garbage}", tmp_path / "again.csv", "max_calibration=300, seed=3") == set()
+    )
