@@ -30,8 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--score",
         default="combined",
-        help="the score that decides the OOD flag: 'combined' (default: the smallest tail probability "
-        "of the combination's scores under the training data), or one score's name as in "
+        help="the score that decides the OOD flag: 'combined' (default: the smallest weighted tail "
+        "probability of the combination's scores under the training data), or one score's name as in "
         "`probcl evaluate --suite ood` (knn10, knn10_raw, feature_norm, mahalanobis, "
         "mahalanobis_classfree, input_stats, vmf_density, image_energy, uncertainty:NAME)",
     )

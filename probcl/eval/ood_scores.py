@@ -11,12 +11,14 @@ in-distribution (ID) training data alone; none needs OOD examples.
   images (blank, noise, inverted, wrong contrast) whatever the encoder does with them.
 - :class:`TailCombiner`: each score becomes a tail probability under its ID calibration
   distribution, p_s(x) = (1 + #{ID calibration scores >= s(x)}) / (1 + n) (two-sided where a
-  score can fail both ways); the combined score is -log(min_s p_s), so an image is flagged as
-  soon as any one score is extreme for ID data (a Bonferroni-style, conservative union).
+  score can fail both ways); :meth:`TailCombiner.combine` is -log(min_s p_s), so an image is flagged
+  as soon as any one score is extreme for ID data (a Bonferroni-style, conservative union);
+  ``probcl score`` and the ``ood`` suite weight it (:mod:`probcl.eval.id_reference`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -87,6 +89,24 @@ def input_statistics(images: torch.Tensor) -> torch.Tensor:
     return torch.stack([flat.mean(1), flat.std(1), dark, bright, edges, entropy, channel_spread], dim=1)
 
 
+def tail_size(n: int) -> int:
+    """Calibration scores of each tail that fit its exponential extrapolation: 5 % of n, at least 5."""
+    return min(n - 1, max(5, math.ceil(0.05 * n)))
+
+
+def _exponential_tail(excess: torch.Tensor, ordered: torch.Tensor, n: int) -> torch.Tensor:
+    """p = exp(-excess / beta) / (1 + n) past the last calibration score; ``ordered`` runs from the extreme
+    inwards, and beta is the mean excess of the ``tail_size(n)`` most extreme scores over the next one (the
+    maximum-likelihood scale of an exponential tail). One calibration score: no extrapolation."""
+    m = tail_size(n)
+    if m < 1:
+        return torch.full_like(excess, 1.0 / (1 + n))
+    beta = float((ordered[:m] - ordered[m]).abs().mean())
+    beta = max(beta, 1e-12 * (1.0 + float(ordered[0].abs())))  # constant calibration scores: a step
+    # floored at the smallest normal float64, so that -log p stays finite (<= 708) however far out an image is
+    return (torch.exp(-excess / beta) / (1 + n)).clamp_min(torch.finfo(torch.float64).tiny)
+
+
 @dataclass
 class TailCombiner:
     """Per-score ID calibration samples -> combined outlier score -log(min_s p_s(x))."""
@@ -101,14 +121,21 @@ class TailCombiner:
         return cls({k: v.double().sort().values for k, v in id_scores.items()}, frozenset(two_sided))
 
     def tail_probability(self, name: str, scores: torch.Tensor) -> torch.Tensor:
-        """(1 + #{ID >= s}) / (1 + n), doubled and capped at 1 for the lower tail of two-sided scores."""
+        """(1 + #{ID >= s}) / (1 + n), doubled and capped at 1 for the lower tail of two-sided scores.
+
+        Beyond the most extreme calibration score the tail is extrapolated as an exponential (the
+        peaks-over-threshold fit of the ``tail_size(n)`` most extreme scores), so that p keeps falling below
+        1 / (1 + n): an image far outside everything seen in calibration gets a tiny p, whatever n.
+        """
         ref = self.calibration[name]
         n = len(ref)
         s = scores.double()
         upper = (1 + n - torch.searchsorted(ref, s, right=False)).double() / (1 + n)
+        upper = torch.where(s > ref[-1], _exponential_tail(s - ref[-1], ref.flip(0), n), upper)
         if name not in self.two_sided:
             return upper
         lower = (1 + torch.searchsorted(ref, s, right=True)).double() / (1 + n)
+        lower = torch.where(s < ref[0], _exponential_tail(ref[0] - s, ref, n), lower)
         return (2 * torch.minimum(upper, lower)).clamp(max=1.0)
 
     def tail_probabilities(

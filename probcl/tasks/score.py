@@ -8,9 +8,10 @@ typical images.
 
 The scores and thresholds are those of :mod:`probcl.eval.id_reference` (the ``ood`` suite's): fitted
 on the run's training images, calibrated on its test split, needing no OOD example. The default
-decision is the combined score, -log of the smallest tail probability of the combination's scores
-under the training distribution, thresholded to accept 95 % of in-distribution images; ``flagged_by``
-names every score whose own tail probability crossed that level. Any single score can decide
+decision is the combined score, -log of the smallest weighted tail probability p / w of the
+combination's scores under the training distribution (distances weighted above guards, see
+:func:`~probcl.eval.id_reference.combination_weights`), thresholded to accept 95 % of
+in-distribution images; ``flagged_by`` names every score whose own p / w crossed that level. Any single score can decide
 instead (``score``). The fitted reference is cached in ``RUN/score-cache/`` for the checkpoint it
 was fitted on and the options that shape it, so repeat calls only score the new images; with it goes
 the model's scoring outputs exported as one ``torch.export`` program
@@ -46,7 +47,7 @@ from probcl.eval.scoring_network import ExportedOutputs, export_outputs, load_ou
 PROBES = ("online", "offline", "none")
 SPLITS = ("all", "train", "test")
 FORMATS = {".csv": "csv", ".parquet": "parquet"}
-CACHE_VERSION = 1  # bump when the cached reference's content or meaning changes
+CACHE_VERSION = 2  # bump when the cached reference's content or meaning changes
 
 
 @dataclass
@@ -550,8 +551,8 @@ def score_dataset(
         "decision": (
             f"flag when -log p > threshold, p = the tail probability of {options.score}"
             if options.score != COMBINED
-            else f"flag when the combined score (-log min p over {', '.join(reference.combination)}) "
-            f"> threshold; flagged_by lists every score whose own -log p crossed it"
+            else f"flag when the combined score (-log min p / w over {', '.join(reference.combination)}) "
+            f"> threshold; flagged_by lists every score whose own -log (p / w) crossed it"
         ),
         "split": options.split,
         "batch_size": options.batch_size,

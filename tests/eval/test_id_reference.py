@@ -12,7 +12,13 @@ from scipy.special import logsumexp
 from sklearn.neighbors import NearestNeighbors
 
 from probcl.errors import ConfigError
-from probcl.eval.id_reference import COMBINED, IdReference, two_sided, vmf_kernel_density_score
+from probcl.eval.id_reference import (
+    COMBINED,
+    IdReference,
+    combination_weights,
+    two_sided,
+    vmf_kernel_density_score,
+)
 from probcl.eval.outlier import knn_distance, knn_distances, threshold_at_tpr
 
 
@@ -59,11 +65,15 @@ def test_calibration_halves_flags_and_flagged_by_hand_checked():
     perm = torch.randperm(400, generator=torch.Generator().manual_seed(3))
     tails, held = perm[:200], perm[200:]
 
-    def p_value(name, x):  # (1 + #{ID >= x}) / (1 + n) on the tails half
-        ref_scores = id_scores[name][tails].numpy()
-        return (1 + (ref_scores[None, :] >= np.asarray(x)[:, None]).sum(1)) / 201
+    def p_value(name, x):  # (1 + #{ID >= x}) / (1 + n) on the tails half; past its maximum an exponential tail
+        ref_scores = np.sort(id_scores[name][tails].numpy().astype(np.float64))[::-1]
+        x = np.asarray(x, dtype=np.float64)
+        empirical = (1 + (ref_scores[None, :] >= x[:, None]).sum(1)) / 201
+        beta = np.mean(ref_scores[:10] - ref_scores[10])  # the 10 (5 % of 200) largest over the 11th
+        return np.where(x > ref_scores[0], np.exp(-(x - ref_scores[0]) / beta) / 201, empirical)
 
-    combined_held = -np.log(np.minimum(p_value("a", id_scores["a"][held]), p_value("b", id_scores["b"][held])))
+    # two guards (no distance score): equal Bonferroni weights 1/2
+    combined_held = -np.log(np.minimum(p_value("a", id_scores["a"][held]), p_value("b", id_scores["b"][held])) / 0.5)
     expected_threshold = np.sort(combined_held)[math.ceil(201 * 0.9) - 1]
     assert ref.thresholds[COMBINED] == pytest.approx(expected_threshold, rel=1e-6)
 
@@ -146,3 +156,35 @@ def test_method_scores_come_from_declared_capabilities():
         "mahalanobis_classfree",
         "input_stats",
     ]
+
+
+def test_distance_scores_get_most_of_the_false_alarm_budget():
+    """Weighted Bonferroni: kNN / Mahalanobis share 95 %, the guards 5 %; one kind alone: equal weights."""
+    weights = combination_weights(["knn10", "feature_norm", "mahalanobis", "input_stats", "uncertainty:neg_u"])
+    assert weights == pytest.approx(
+        {
+            "knn10": 0.475,
+            "mahalanobis": 0.475,
+            "feature_norm": 0.05 / 3,
+            "input_stats": 0.05 / 3,
+            "uncertainty:neg_u": 0.05 / 3,
+        }
+    )
+    assert combination_weights(["feature_norm", "input_stats"]) == {"feature_norm": 0.5, "input_stats": 0.5}
+    assert combination_weights(["mahalanobis_classfree"]) == {"mahalanobis_classfree": 1.0}
+
+    # A guard's chance tail on an ID image does not outrank a moderately far distance score:
+    # p_knn = 0.01 (-log(0.01 / 0.95) = 4.55) beats p_norm = 0.002 (-log(0.002 / 0.05) = 3.22).
+    ref = synthetic_reference(("knn10", "feature_norm"))
+    g = torch.Generator().manual_seed(8)
+    ref.calibrate(
+        {"knn10": torch.rand(2000, generator=g), "feature_norm": torch.rand(2000, generator=g) + 5},
+        ["knn10", "feature_norm"],
+        0.95,
+        0,
+    )
+    assert ref.protocol()["combined"].endswith("knn10 0.95, feature_norm 0.05")
+    tails = ref._calibrated().tail_probabilities({"knn10": torch.tensor([0.99]), "feature_norm": torch.tensor([5.0])})
+    decision = ref.decision({"knn10": torch.tensor([0.99]), "feature_norm": torch.tensor([5.0])})
+    expected = max(-math.log(float(tails["knn10"]) / 0.95), -math.log(float(tails["feature_norm"]) / 0.05))
+    assert float(decision["ood_score"]) == pytest.approx(expected, rel=1e-6)

@@ -44,19 +44,23 @@ def test_tail_probabilities_hand_computed():
         {"a": torch.tensor([1.0, 2.0, 3.0, 4.0]), "b": torch.tensor([10.0, 20.0, 30.0, 40.0])},
         two_sided=frozenset({"b"}),
     )
-    # one-sided: (1 + #{ID >= s}) / 5
+    # one-sided: (1 + #{ID >= s}) / 5; past the largest score exp(-excess / beta) / 5, beta = the mean excess of
+    # the 3 largest (tail_size(4) = 3) over the 4th: a: (4 + 3 + 2) / 3 - 1 = 2; b: (40 + 30 + 20) / 3 - 10 = 20
     torch.testing.assert_close(
         combiner.tail_probability("a", torch.tensor([0.0, 2.0, 2.5, 9.0])),
-        torch.tensor([5 / 5, 4 / 5, 3 / 5, 1 / 5], dtype=torch.float64),
+        torch.tensor([5 / 5, 4 / 5, 3 / 5, math.exp(-5 / 2) / 5], dtype=torch.float64),
     )
-    # two-sided: 2 min(upper, lower), lower = (1 + #{ID <= s}) / 5
+    # two-sided: 2 min(upper, lower), lower = (1 + #{ID <= s}) / 5, extrapolated below 10 with beta 20 too
     torch.testing.assert_close(
         combiner.tail_probability("b", torch.tensor([0.0, 25.0, 99.0])),
-        torch.tensor([2 / 5, 1.0, 2 / 5], dtype=torch.float64),
+        torch.tensor([2 * math.exp(-10 / 20) / 5, 1.0, 2 * math.exp(-59 / 20) / 5], dtype=torch.float64),
     )
     combined = combiner.combine({"a": torch.tensor([9.0, 2.0]), "b": torch.tensor([25.0, 0.0])})
     torch.testing.assert_close(
-        combined.double(), torch.tensor([-math.log(1 / 5), -math.log(2 / 5)], dtype=torch.float64)
+        combined.double(),
+        torch.tensor([5 / 2 + math.log(5), -math.log(2 * math.exp(-0.5) / 5)], dtype=torch.float64),
+        rtol=1e-6,
+        atol=1e-6,
     )
     assert combiner.culprit({"a": torch.tensor([9.0, 2.0]), "b": torch.tensor([25.0, 0.0])}) == ["a", "b"]
 

@@ -27,6 +27,8 @@ from probcl.tasks.pretrain import pretrain
 from probcl.tasks.score import ScoreOptions, score_dataset
 
 CALIBRATION = 300  # of digits' 540 test images; the other 240 are held out from every fitted quantity
+# the default combination's Bonferroni weights: the distances share 0.95, the guards 0.05
+WEIGHTS = {"knn10": 0.475, "mahalanobis": 0.475, "feature_norm": 0.025, "input_stats": 0.025}
 SCORES = ["knn10", "knn10_raw", "feature_norm", "mahalanobis", "mahalanobis_classfree", "input_stats"]
 
 
@@ -83,11 +85,11 @@ def test_garbage_is_flagged_with_a_reason_and_held_out_id_images_are_kept(run, g
     threshold = sidecar["thresholds"]["combined"]
     for row in rows:
         assert row["ood"] == "True"
-        neg_log_p = {s: -math.log(float(row[f"p:{s}"])) for s in combination}
+        neg_log_p = {s: -math.log(float(row[f"p:{s}"]) / WEIGHTS[s]) for s in combination}
         assert float(row["combined"]) == pytest.approx(max(neg_log_p.values()), rel=1e-5)
-        # flagged_by: exactly the combination's scores whose own tail probability crossed the threshold
+        # flagged_by: exactly the combination's scores whose own weighted tail probability crossed the threshold
         assert row["flagged_by"].split(";") == [s for s in combination if neg_log_p[s] > threshold + 1e-5]
-        assert row["most_unusual"] == min(combination, key=lambda s: float(row[f"p:{s}"]))
+        assert row["most_unusual"] == min(combination, key=lambda s: float(row[f"p:{s}"]) / WEIGHTS[s])
 
     # Held-out ID images: the split-conformal threshold accepts a fresh ID image with probability >= 95 %,
     # in expectation over calibration sets. Given this one (threshold from m = 150 images, rank r), the
