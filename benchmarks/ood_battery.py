@@ -1,0 +1,136 @@
+"""The OOD battery x score table of `probcl score`'s ID-fitted scores, for one or more runs.
+
+For each run the test split is cut by a seeded permutation into a calibration half (what `probcl score`
+fits its tails and thresholds on) and a held-out half that no fitted quantity sees; the generated OOD sets
+are made from held-out images, the near-OOD set (e.g. ``fashion-mnist:classes=8-9`` for a run pretrained on
+classes 0-7) is read as a dataset. Every score, and the default ``combined`` decision, gets AUROC and FPR95
+against the held-out ID images, plus the share of each set flagged at the default threshold (and the share of
+held-out ID images accepted, which the threshold promises to be >= 95 % in expectation).
+
+    python benchmarks/ood_battery.py runs/study-fmnist/cells/{simclr,tau-simclr,c-simclr,ebclr}-s0 \\
+        --near fashion-mnist:classes=8-9 --out docs/results/ood-battery/study-s0.json
+
+Writes the JSON and a Markdown table next to it (same name, ``.md``), and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from probcl.core.io import atomic_write_json, atomic_write_text
+from probcl.data.ood_sets import GENERATED, generated_set
+from probcl.eval import ModelOnData
+from probcl.eval.id_reference import COMBINED, ReferenceOptions, fit_reference
+from probcl.eval.ood import ood_metrics
+
+FAR = ["digits", *GENERATED]
+
+
+def battery(run: str, near: list[str], far: list[str], max_train: int, max_images: int, seed: int) -> dict:
+    """Per set: every score's AUROC / FPR95 against held-out ID images and the share flagged by default."""
+    started = time.time()
+    ctx = ModelOnData(Path(run), max_train=max_train, batch_size=512, seed=seed)
+    test = ctx.dataset(None, "test")
+    order = torch.randperm(len(test), generator=torch.Generator().manual_seed(seed))
+    half = len(test) // 2
+    calibration, held_out = test.subset(order[:half].sort().values), test.subset(order[half:].sort().values)
+    reference, _ = fit_reference(ctx, calibration, ReferenceOptions(seed=seed))
+    held_images = held_out.seeded_subset(max_images, seed).to_memory()
+    sets = {
+        spec: generated_set(spec, held_images, seed)
+        if spec in GENERATED
+        else ctx.dataset(spec, "test").seeded_subset(max_images, seed)
+        for spec in near + far
+    }
+
+    def scored(data) -> dict[str, torch.Tensor]:
+        out = reference.collect(ctx, data, f"{Path(run).name}: {data.name}")
+        scores = {name: out[name] for name in reference.score_names}
+        decision = reference.decision(scores)
+        scores[COMBINED] = decision["ood_score"]
+        scores["flag"] = reference.flags(decision)[0].float()
+        return scores
+
+    id_scores = scored(held_images)
+    result: dict = {
+        "run": run,
+        "method": ctx.method,
+        "combination": reference.combination,
+        "protocol": reference.protocol(),
+        "id_images": len(held_images),
+        "id_accepted": 1.0 - float(id_scores["flag"].mean()),
+        "sets": {},
+    }
+    for spec, data in sets.items():
+        ood = scored(data)
+        result["sets"][spec] = {
+            "images": len(data),
+            "near": spec in near,
+            "flagged": float(ood["flag"].mean()),
+            "scores": {name: ood_metrics(id_scores[name], ood[name]) for name in [*reference.score_names, COMBINED]},
+        }
+    result["seconds"] = round(time.time() - started, 1)
+    return result
+
+
+def markdown(results: list[dict]) -> str:
+    """One table per run: rows = OOD sets, columns = AUROC / FPR95 per score, then the share flagged."""
+    lines = []
+    for r in results:
+        names = [*next(iter(r["sets"].values()))["scores"]]
+        lines += [
+            f"### {r['method']} ({r['run']})",
+            "",
+            f"Held-out ID images accepted at the default threshold: {100 * r['id_accepted']:.1f} % "
+            f"({r['id_images']} images); combination: {', '.join(r['combination'])}.",
+            "",
+            "| OOD set | " + " | ".join(names) + " | flagged |",
+            "| --- | " + " | ".join("---:" for _ in names) + " | ---: |",
+        ]
+        for spec, s in r["sets"].items():
+            cells = [f"{s['scores'][n]['auroc']:.3f} / {s['scores'][n]['fpr95']:.3f}" for n in names]
+            label = f"{spec} (near)" if s["near"] else spec
+            lines.append(f"| {label} | " + " | ".join(cells) + f" | {100 * s['flagged']:.1f} % |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+")
+    parser.add_argument("--near", nargs="*", default=[], help="near-OOD dataset specs")
+    parser.add_argument("--far", nargs="*", default=FAR, help="far-OOD dataset specs and generated sets")
+    parser.add_argument("--max-train", type=int, default=20000)
+    parser.add_argument("--max-images", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="docs/results/ood-battery/battery.json")
+    args = parser.parse_args()
+    out = Path(args.out)
+    previous = {r["run"]: r for r in json.loads(out.read_text())["runs"]} if out.exists() else {}
+    results = []
+    for run in args.runs:  # resumable: runs already in the output file are kept
+        results.append(
+            previous.get(run) or battery(run, args.near, args.far, args.max_train, args.max_images, args.seed)
+        )
+        atomic_write_json(
+            out,
+            {
+                "created": time.strftime("%Y-%m-%d"),
+                "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, CPU",
+                "torch": torch.__version__,
+                "runs": results,
+            },
+        )
+        table = markdown(results)
+        atomic_write_text(out.with_suffix(".md"), table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
