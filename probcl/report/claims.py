@@ -417,9 +417,11 @@ CLAIMS.register("ceb-accuracy")(
     Claim(
         "CEB",
         "C-SimCLR and C-BYOL above SimCLR and BYOL in linear accuracy.",
-        "ImageNet, ResNet-50 (Table 3): SimCLR 69.3 -> C-SimCLR 71.6, BYOL 74.3 -> C-BYOL 75.6",
+        "ImageNet, ResNet-50, like for like (Table 1): C-SimCLR +1.0 over the authors' SimCLR (300 epochs), +0.9 "
+        "(1000 epochs); C-BYOL +0.8 / +1.4. (Table 3's 69.3 -> 71.6 compares with the original SimCLR paper's "
+        "number, other augmentations: not the method's effect.)",
         (
-            higher("c-simclr", "simclr", "linear/top1", "C-SimCLR - SimCLR, linear top-1", 2.3),
+            higher("c-simclr", "simclr", "linear/top1", "C-SimCLR - SimCLR, linear top-1", 1.0),
             higher("c-byol", "byol", "linear/top1", "C-BYOL - BYOL, linear top-1", 1.3),
         ),
     )
