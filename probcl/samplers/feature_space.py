@@ -146,6 +146,10 @@ class BankSampler:
     Noise added to B instead (as before) samples a ~10x colder density at m = 0.9 and the bank ends
     narrower than the queries; both are checked against a von Mises-Fisher target in the tests.
     At m = 0 this is the plain Langevin step above with tangent noise of standard deviation sigma_i.
+    The SGHMC form is calibrated for a constant step size only: with the ``decreasing`` alpha / i steps that
+    restart every training step (and a bank lr that follows the backbone's schedule) the velocity carries
+    noise sized for one step into another, and the bank's temperature drifts with the schedule (tested:
+    too cold at full lr, too warm at lr x 0.1). VEM-Langevin's presets therefore use momentum 0.
     """
 
     method: Literal["langevin", "svgd"] = "langevin"
