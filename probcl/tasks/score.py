@@ -233,7 +233,8 @@ class ModelScorer(Scorer):
         check_score_names(options.combination or [], self.model, options.k, labeled, "in --combination")
 
     def dataset(self, spec: str | None, split: Split) -> ImageSource:
-        return self.ctx.dataset(spec, split, skip_corrupt=True)
+        # every image of the scored data (max_train caps what the reference is fitted on, not what is scored)
+        return self.ctx.dataset(spec, split, skip_corrupt=True, cap_train=False)
 
     def batches(self, data: ImageSource, description: str) -> Iterator[tuple[Any, Any, Any, torch.Tensor]]:
         return self.ctx.batches(data, description)
