@@ -425,3 +425,12 @@ def test_the_preset_schedule_samples_p_only_without_momentum(momentum):
         assert max(errors) < 0.03, errors
     else:
         assert max(errors) > 0.08, errors
+
+
+def test_near_copy_weight_is_the_softmax_share_of_negatives_above_the_cosine_threshold():
+    from probcl.methods.vem import near_copy_weight
+
+    cosines = torch.tensor([[0.95, 0.5, 0.0], [0.2, 0.1, 0.0]])
+    t = 0.5
+    first = math.exp(0.95 / t) / (math.exp(0.95 / t) + math.exp(0.5 / t) + 1.0)  # only 0.95 is above 0.9
+    assert float(near_copy_weight(cosines, t)) == pytest.approx((first + 0.0) / 2, rel=1e-6)

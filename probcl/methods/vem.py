@@ -163,9 +163,19 @@ class VEM(SSLMethod[VP]):
             logs = {
                 "key_top1": (logits.argmax(dim=1) == 0).float().mean(),
                 "negative_max_cos": logits[:, 1:].max(dim=1).values.mean(),
+                "negative_near_copy_weight": near_copy_weight(logits[:, 1:], self.hp.temperature),
                 **sampler_logs,
             }
         return StepOutput(loss, h1, logs)
+
+
+def near_copy_weight(negative_cosines: torch.Tensor, temperature: float, threshold: float = 0.9) -> torch.Tensor:
+    """Mean over anchors of the share of the negatives' softmax weight (at the loss temperature) that falls on
+    negatives with cosine > ``threshold`` to the anchor: near-copies of it. The bank moves towards this step's
+    queries before the loss (Alg. 1), so some negatives are the anchor's own neighbourhood; this measures how
+    much of the repulsion they take."""
+    weights = torch.softmax(negative_cosines / temperature, dim=1)
+    return (weights * (negative_cosines > threshold)).sum(dim=1).mean()
 
 
 FP = TypeVar("FP", bound=FeatureBankParams)
