@@ -127,11 +127,6 @@ def score_names(model: object, k: int, labeled: bool) -> list[str]:
     return names + list(method_uncertainty_fns(model))
 
 
-def check_score_names(requested: Sequence[str], model: object, k: int, labeled: bool, what: str) -> None:
-    """ConfigError naming the valid scores when one of ``requested`` is not a score of ``model``."""
-    check_names(requested, score_names(model, k, labeled), what)
-
-
 def check_names(requested: Sequence[str], valid: Sequence[str], what: str) -> None:
     """ConfigError naming the ``valid`` scores when one of ``requested`` is not among them."""
     unknown = [s for s in requested if s not in valid]
@@ -235,7 +230,7 @@ class IdReference:
         combiner = self._calibrated()
         tails = combiner.tail_probabilities(scores, self.score_names)
         weights = combination_weights(self.combination) if score == COMBINED else {score: 1.0}
-        neg_log = {name: -(tails[name] / w).log().float() for name, w in weights.items()}
+        neg_log = combiner.weighted_surprise(tails, weights)
         return {
             **{f"p:{n}": t for n, t in tails.items()},  # float64: extrapolated tails go far below float32's range
             "ood_score": torch.stack(list(neg_log.values())).max(0).values,
@@ -250,10 +245,10 @@ class IdReference:
         return crossed.any(1), [";".join(n for n, c in zip(deciders, row) if c) for row in crossed.tolist()]
 
     def most_unusual(self, decision: dict[str, torch.Tensor]) -> list[str]:
-        """The combination's score with the smallest weighted tail probability p / w, per image."""
-        weights = combination_weights(self.combination)
-        tails = torch.stack([decision[f"p:{n}"] / weights[n] for n in self.combination], dim=1)
-        return [self.combination[i] for i in tails.argmin(1).tolist()]
+        """The combination's score with the smallest weighted tail probability p / w, per image (``decision``
+        of the combined score)."""
+        surprise = torch.stack([decision[f"neglogp:{n}"] for n in self.combination], dim=1)
+        return [self.combination[i] for i in surprise.argmax(1).tolist()]
 
     def collect(
         self, ctx: ModelOnData, data: ImageSource, description: str, extra_k: Sequence[int] = ()

@@ -144,10 +144,22 @@ class TailCombiner:
         """Tail probabilities of ``names`` (default: every calibrated score)."""
         return {name: self.tail_probability(name, scores[name]) for name in (names or self.calibration)}
 
-    def combine(self, scores: dict[str, torch.Tensor], names: Sequence[str] | None = None) -> torch.Tensor:
-        """-log of the smallest tail probability over the scores ``names`` (default: all; higher = more OOD)."""
-        tails = torch.stack(list(self.tail_probabilities(scores, names).values()))
-        return -tails.min(0).values.log().float()
+    @staticmethod
+    def weighted_surprise(tails: dict[str, torch.Tensor], weights: dict[str, float]) -> dict[str, torch.Tensor]:
+        """-log (p_s / w_s) of each weighted score: the terms whose maximum is the (weighted Bonferroni)
+        combined score; w_s = 1 for all gives the plain -log min_s p_s."""
+        return {name: -(tails[name] / w).log().float() for name, w in weights.items()}
+
+    def combine(
+        self,
+        scores: dict[str, torch.Tensor],
+        names: Sequence[str] | None = None,
+        weights: dict[str, float] | None = None,
+    ) -> torch.Tensor:
+        """-log min_s p_s / w_s over the scores ``names`` (default: all; weights default 1; higher = more OOD)."""
+        tails = self.tail_probabilities(scores, names)
+        terms = self.weighted_surprise(tails, weights or dict.fromkeys(tails, 1.0))
+        return torch.stack(list(terms.values())).max(0).values
 
     def culprit(self, scores: dict[str, torch.Tensor], names: Sequence[str] | None = None) -> list[str]:
         """The score with the smallest tail probability, per image: why an image looks out-of-distribution."""

@@ -166,13 +166,22 @@ class Scorer(ABC):
     def model_outputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         """What the reference scores (and the probe) need of a uint8 batch, float32 on the CPU."""
 
-    def _use_state(self, state: dict[str, Any], online_probe: Callable[[torch.Tensor], torch.Tensor] | None) -> None:
-        """Reference (unless already built from it), protocol and probe from a cached or freshly fitted state."""
+    def check_requested(self, valid: list[str]) -> None:
+        """One ConfigError when ``--score`` or ``--combination`` names a score not in ``valid``."""
+        if self.options.score != COMBINED:
+            check_names([self.options.score], valid, "for --score (or 'combined')")
+        check_names(self.options.combination or [], valid, "in --combination")
+
+    def _use_state(
+        self, state: dict[str, Any], online_probe: Callable[[dict[str, torch.Tensor]], torch.Tensor] | None
+    ) -> None:
+        """Reference (unless already built from it), protocol and probe from a cached or freshly fitted state;
+        ``online_probe`` maps model outputs to the online probe's logits (None: the run has none)."""
         self.reference = self.reference or IdReference.from_state(state["reference"])
         self.protocol = state["protocol"]
         self.checkpoint_meta = state.get("checkpoint_meta")
         if self.options.probe == "online" and online_probe is not None:
-            self.probe = lambda out: online_probe(out["features"])
+            self.probe = online_probe
         elif state["probe"] is not None:
             logits = LinearProbe(**state["probe"]).logits
             self.probe = lambda out: logits(out["features"])
@@ -214,7 +223,7 @@ class ModelScorer(Scorer):
 
     def __init__(self, run: str | Path, options: ScoreOptions) -> None:
         from probcl.eval.context import ModelOnData
-        from probcl.eval.id_reference import check_score_names
+        from probcl.eval.id_reference import score_names
 
         super().__init__(run, options)
         self.ctx = ModelOnData(
@@ -227,10 +236,8 @@ class ModelScorer(Scorer):
             num_workers=options.num_workers,
         )
         self.model = self.ctx.model
-        labeled = bool(self.model.data_info.num_classes)
-        if options.score != COMBINED:
-            check_score_names([options.score], self.model, options.k, labeled, "for --score (or 'combined')")
-        check_score_names(options.combination or [], self.model, options.k, labeled, "in --combination")
+        # before any fitting: the reference's score names follow from the model's declared capabilities
+        self.check_requested(score_names(self.model, options.k, bool(self.model.data_info.num_classes)))
 
     def dataset(self, spec: str | None, split: Split) -> ImageSource:
         # every image of the scored data (max_train caps what the reference is fitted on, not what is scored)
@@ -256,9 +263,9 @@ class ModelScorer(Scorer):
         if self.options.cache and (fresh or self._network_missing(path, state)):
             state.update(self._export(state))
             self._write_cache(path, state)
-        online = self.model.online_probe
-        device = self.ctx.torch_device
-        self._use_state(state, None if online is None else torch.no_grad()(lambda f: online(f.to(device)).cpu()))
+        online, device = self.model.online_probe, self.ctx.torch_device
+        logits = None if online is None else torch.no_grad()(lambda out: online(out["features"].to(device)).cpu())
+        self._use_state(state, logits)
 
     def model_outputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         return self._prepared().outputs(self.ctx, images)
@@ -410,14 +417,9 @@ class CachedScorer(Scorer):
         return image_batches(data, self.options.batch_size, self.options.num_workers, description)
 
     def prepare(self) -> None:
-        self._use_state(self.state, None)
-        reference, o = self._prepared(), self.options
-        valid = reference.score_names
-        if o.score != COMBINED:
-            check_names([o.score], valid, "for --score (or 'combined')")
-        check_names(o.combination or [], valid, "in --combination")
-        if o.probe == "online" and "probe_logits" in self.network.names:
-            self.probe = lambda out: out["probe_logits"]
+        online = (lambda out: out["probe_logits"]) if "probe_logits" in self.network.names else None
+        self._use_state(self.state, online)
+        self.check_requested(self._prepared().score_names)
 
     def model_outputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         return with_input_statistics(self.network(images), images)
