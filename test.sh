@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/setup.sh
 echo "==> ruff (lint + format) and mypy"
-python3 -m ruff check probcl tests benchmarks
-python3 -m ruff format --check probcl tests benchmarks
+python3 -m ruff check probcl tests benchmarks scripts
+python3 -m ruff format --check probcl tests benchmarks scripts
 python3 -m mypy probcl
 echo "==> pytest"
 python3 -m pytest -q "$@"

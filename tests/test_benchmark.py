@@ -108,6 +108,7 @@ def test_tiny_benchmark_writes_reports_and_resumes(tmp_path):
     log: list[str] = []
     run_benchmark(bench, base_dir, log=log.append)
     assert not any(line.startswith("evaluated") for line in log)  # every suite was already in eval.json
+    assert sum(line.startswith("results in") for line in log) == 1  # nothing changed: the report is written once
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no checkpoint, eval.json or cell.json rewritten
 
 

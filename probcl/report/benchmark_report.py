@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from probcl.core.io import atomic_write_text, read_json
 from probcl.core.runs import RunPaths, epoch_curve
@@ -12,6 +13,9 @@ from probcl.report import plots
 from probcl.report.document import Document
 from probcl.report.figures import FIGURES, slug
 from probcl.report.tables import dotted, format_stat, suite_tables
+
+if TYPE_CHECKING:
+    from probcl.report.claims import ClaimResult
 
 
 def _cell_eval(root: Path, cell: dict) -> dict:
@@ -35,6 +39,33 @@ def headline_table(doc: Document, results: dict, headline: dict[str, str]) -> No
     )
 
 
+def verdict_table(doc: Document, verdicts: list[ClaimResult]) -> None:
+    """One row per claim: its verdict and the comparison that decides it (the weakest), with its reason."""
+    rows = []
+    for r in verdicts:
+        decisive = next((c for c in r.comparisons if c.verdict == r.verdict), None)
+        if decisive is None or decisive.mean is None:
+            evidence, why = "—", "no seed has every cell this claim needs yet."
+        else:
+            interval = f" [{decisive.interval[0]:+.3g}, {decisive.interval[1]:+.3g}]" if decisive.interval else ""
+            evidence = f"{decisive.label}: {decisive.mean:+.3g}{interval} {decisive.unit}"
+            why = decisive.reason()
+        rows.append([f"{r.claim.paper}: {r.claim.statement}", f"**{r.verdict}**", evidence, why])
+    doc.table(["claim", "verdict", "deciding comparison: mean difference [95 % interval]", "why"], rows)
+
+
+def study_summary_markdown(results: dict) -> str:
+    """The headline table and the claims' verdicts of a benchmark's results.json content, as a Markdown block
+    (what the README shows of the study; ``scripts/readme_study.py`` pastes it in)."""
+    from probcl.report.claims import evaluate_claims
+
+    doc = Document(results["title"])
+    headline_table(doc, results, results["config"]["headline"])
+    if results["config"].get("claims"):
+        verdict_table(doc, evaluate_claims(results, results["config"]["claims"]))
+    return doc.to_markdown(Path("."), title=False)
+
+
 def claims_section(doc: Document, results: dict) -> None:
     """Each configured claim: the paper's numbers, ours, the paired difference over seeds and the verdict."""
     from probcl.report.claims import evaluate_claims
@@ -48,7 +79,7 @@ def claims_section(doc: Document, results: dict) -> None:
         "(otherwise, or a single seed). The papers' settings (datasets, networks, epochs) differ from ours."
     )
     verdicts = evaluate_claims(results, results["config"]["claims"])
-    doc.table(["claim", "paper", "verdict"], [[r.claim.statement, r.claim.paper, f"**{r.verdict}**"] for r in verdicts])
+    verdict_table(doc, verdicts)
     for r in verdicts:
         doc.heading(f"{r.claim.paper}: {r.claim.statement}", 3)
         doc.paragraph(f"Paper: {r.claim.paper_numbers}." + (f" {r.claim.notes}" if r.claim.notes else ""))

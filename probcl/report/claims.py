@@ -77,7 +77,7 @@ class ComparisonResult:
         low, high = self.interval
         span = f"the 95 % interval [{low:+.3g}, {high:+.3g}] {self.unit} over {len(self.seeds)} seeds"
         if self.verdict == "reproduced":
-            return f"{span} lies above {-self.margin:g}."
+            return f"{span} lies above {-self.margin if self.margin else 0:g}."
         if self.verdict == "contradicted":
             return f"{span} lies below 0: the opposite of the claim."
         if self.verdict == "not reproduced":
@@ -449,13 +449,13 @@ CLAIMS.register("ceb-lipschitz")(
                 "SimCLR - C-SimCLR, mean local Lipschitz estimate (kappa 1024)",
                 difference(mean_of("simclr", LIPSCHITZ_KEYS), mean_of("c-simclr", LIPSCHITZ_KEYS)),
                 unit="L",
-                shown=(("c-simclr", "lipschitz/contrast+"), ("simclr", "lipschitz/contrast+")),
+                shown=tuple((group, key) for group in ("c-simclr", "simclr") for key in LIPSCHITZ_KEYS),
             ),
             Comparison(
                 "BYOL - C-BYOL, mean local Lipschitz estimate (kappa 1024)",
                 difference(mean_of("byol", LIPSCHITZ_KEYS), mean_of("c-byol", LIPSCHITZ_KEYS)),
                 unit="L",
-                shown=(("c-byol", "lipschitz/contrast+"), ("byol", "lipschitz/contrast+")),
+                shown=tuple((group, key) for group in ("c-byol", "byol") for key in LIPSCHITZ_KEYS),
             ),
         ),
         notes="Measured at one kappa (1024) for every method, so that runs are compared on one yardstick.",

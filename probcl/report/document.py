@@ -71,9 +71,10 @@ class Document:
     def figure(self, path: Path, caption: str = "") -> None:
         self.blocks.append(Figure(Path(path), caption))
 
-    def to_markdown(self, relative_to: Path) -> str:
-        """Markdown; figures are linked by their path relative to the report's folder."""
-        lines = [f"# {self.title}", ""]
+    def to_markdown(self, relative_to: Path, title: bool = True) -> str:
+        """Markdown; figures are linked by their path relative to the report's folder. ``title=False`` leaves
+        out the title heading (a block to paste into another document)."""
+        lines = [f"# {self.title}", ""] if title else []
         for block in self.blocks:
             if isinstance(block, Heading):
                 lines += [f"{'#' * block.level} {block.text}", ""]

@@ -267,8 +267,9 @@ def hardware() -> dict:
     }
 
 
-def train_cell(cfg: Config) -> dict:
-    """Pretrain one cell unless ``cell.json`` records it done with this config; returns its training record."""
+def train_cell(cfg: Config) -> tuple[dict, bool]:
+    """Pretrain one cell unless ``cell.json`` records it done with this config; returns its training record
+    and whether it trained now."""
     from probcl.methods import TrainingDivergedError
     from probcl.tasks.pretrain import pretrain
 
@@ -282,7 +283,7 @@ def train_cell(cfg: Config) -> dict:
                 f"{paths.root} was trained with a different config; delete that folder or use another --out"
             )
         if record.get("error") or record.get("restored") or paths.last.exists():
-            return record
+            return record, False
     start_epoch = (
         int(torch.load(paths.last, map_location="cpu", weights_only=False).get("epoch", 0))
         if paths.last.exists()
@@ -303,7 +304,7 @@ def train_cell(cfg: Config) -> dict:
     if start_epoch == 0:  # a resumed cell's wall time does not cover whole epochs
         record["seconds_per_epoch"] = round(seconds / cfg.train.epochs, 2)
     atomic_write_json(record_path, record)
-    return record
+    return record, True
 
 
 def cell_suite_options(bench: BenchmarkConfig, cell: Cell, root: Path) -> dict:
@@ -464,14 +465,16 @@ def restore_published(
 def run_benchmark(
     bench: BenchmarkConfig, base_dir: Path, out: str | Path | None = None, log: Callable[[str], None] = print
 ) -> Path:
-    """Train and evaluate every cell (skipping finished work), seed by seed; after each cell write
-    results.json and the reports (and mirror them into ``publish``)."""
+    """Train and evaluate every cell (skipping finished work), seed by seed; after each cell that trained or
+    was evaluated, write results.json and the reports (and mirror them into ``publish``); a run with nothing
+    left to do writes them once."""
     root = Path(out or bench.out)
     cells = grid(bench)
     configs = {cell: cell_config(bench, cell, root, base_dir) for cell in cells}  # every error before any work
     restore_published(bench, cells, configs, root, log)
+    reported = False
     for i, cell in enumerate(cells, 1):
-        record = train_cell(configs[cell])
+        record, changed = train_cell(configs[cell])
         status = (
             f"failed: {record['error'].splitlines()[0]}"
             if record.get("error")
@@ -483,6 +486,11 @@ def run_benchmark(
                 ran = evaluate_cell(bench, done, root, ready_suites(bench, done, root))
                 if ran:
                     log(f"evaluated {done.name}: {', '.join(ran)}")
+                    changed = True
+        if changed:  # rebuilding costs ~1 min with the study's plots: not for every finished cell on a resume
+            rebuild_report(bench, root, log)
+            reported = True
+    if not reported:
         rebuild_report(bench, root, log)
     return root
 
