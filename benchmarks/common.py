@@ -1,7 +1,14 @@
-"""Shared by the benchmark scripts: one optimiser step of a method outside Lightning."""
+"""Shared by the benchmark scripts: one optimiser step of a method outside Lightning; the per-run command line
+and resumable JSON + Markdown output of the scripts that diagnose trained runs."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,3 +29,40 @@ def optimiser_step(
     loss.backward()
     optimizer.step()
     model.after_optimizer_step(steps_done)
+
+
+def per_run_parser(doc: str, far: list[str], out: str) -> argparse.ArgumentParser:
+    """The command line of a per-run diagnosis: runs, near/far OOD sets, probe and set sizes, seed, output."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+")
+    parser.add_argument("--near", nargs="*", default=[], help="near-OOD dataset specs")
+    parser.add_argument("--far", nargs="*", default=far, help="far-OOD dataset specs and generated sets")
+    parser.add_argument("--max-train", type=int, default=20000)
+    parser.add_argument("--max-images", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=out)
+    return parser
+
+
+def diagnose_each(
+    runs: list[str], out: Path, diagnose: Callable[[str], dict], markdown: Callable[[list[dict]], str]
+) -> None:
+    """``diagnose`` every run not already in ``out`` (resumable), writing the JSON and its Markdown table
+    (same name, ``.md``) after each run; prints the table."""
+    from probcl.core.io import atomic_write_json, atomic_write_text
+
+    previous = {r["run"]: r for r in json.loads(out.read_text())["runs"]} if out.exists() else {}
+    results: list[dict] = []
+    for run in runs:
+        results.append(previous.get(run) or diagnose(run))
+        atomic_write_json(
+            out,
+            {
+                "created": time.strftime("%Y-%m-%d"),
+                "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, CPU",
+                "torch": torch.__version__,
+                "runs": results,
+            },
+        )
+        atomic_write_text(out.with_suffix(".md"), markdown(results))
+    print(markdown(results))

@@ -15,15 +15,12 @@ Writes the JSON and a Markdown table next to it (same name, ``.md``), and prints
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import time
 from pathlib import Path
 
 import torch
+from common import diagnose_each, per_run_parser
 
-from probcl.core.io import atomic_write_json, atomic_write_text
 from probcl.data.ood_sets import GENERATED, generated_set
 from probcl.eval import ModelOnData
 from probcl.eval.id_reference import COMBINED, ReferenceOptions, fit_reference
@@ -102,34 +99,13 @@ def markdown(results: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+")
-    parser.add_argument("--near", nargs="*", default=[], help="near-OOD dataset specs")
-    parser.add_argument("--far", nargs="*", default=FAR, help="far-OOD dataset specs and generated sets")
-    parser.add_argument("--max-train", type=int, default=20000)
-    parser.add_argument("--max-images", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="docs/results/ood-battery/battery.json")
-    args = parser.parse_args()
-    out = Path(args.out)
-    previous = {r["run"]: r for r in json.loads(out.read_text())["runs"]} if out.exists() else {}
-    results = []
-    for run in args.runs:  # resumable: runs already in the output file are kept
-        results.append(
-            previous.get(run) or battery(run, args.near, args.far, args.max_train, args.max_images, args.seed)
-        )
-        atomic_write_json(
-            out,
-            {
-                "created": time.strftime("%Y-%m-%d"),
-                "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, CPU",
-                "torch": torch.__version__,
-                "runs": results,
-            },
-        )
-        table = markdown(results)
-        atomic_write_text(out.with_suffix(".md"), table)
-    print(table)
+    args = per_run_parser(__doc__ or "", FAR, "docs/results/ood-battery/battery.json").parse_args()
+    diagnose_each(
+        args.runs,
+        Path(args.out),
+        lambda run: battery(run, args.near, args.far, args.max_train, args.max_images, args.seed),
+        markdown,
+    )
 
 
 if __name__ == "__main__":

@@ -19,15 +19,13 @@ already in the output file are kept.
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 from pathlib import Path
 
 import torch
+from common import diagnose_each, per_run_parser
 from scipy import stats
 
-from probcl.core.io import atomic_write_json, atomic_write_text
 from probcl.data.ood_sets import GENERATED, generated_set
 from probcl.eval import ModelOnData
 from probcl.eval.ood import auroc
@@ -108,26 +106,13 @@ def markdown(results: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("runs", nargs="+")
-    parser.add_argument("--near", nargs="*", default=[], help="near-OOD dataset specs")
-    parser.add_argument("--far", nargs="*", default=SETS, help="generated OOD sets")
-    parser.add_argument("--max-train", type=int, default=20000)
-    parser.add_argument("--max-images", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="docs/results/tau-temperature/tau_temperature.json")
-    args = parser.parse_args()
-    out = Path(args.out)
-    previous = {r["run"]: r for r in json.loads(out.read_text())["runs"]} if out.exists() else {}
-    results = []
-    for run in args.runs:
-        results.append(
-            previous.get(run) or diagnose(run, args.near, args.far, args.max_train, args.max_images, args.seed)
-        )
-        atomic_write_json(out, {"created": time.strftime("%Y-%m-%d"), "torch": torch.__version__, "runs": results})
-        table = markdown(results)
-        atomic_write_text(out.with_suffix(".md"), table)
-    print(table)
+    args = per_run_parser(__doc__ or "", SETS, "docs/results/tau-temperature/tau_temperature.json").parse_args()
+    diagnose_each(
+        args.runs,
+        Path(args.out),
+        lambda run: diagnose(run, args.near, args.far, args.max_train, args.max_images, args.seed),
+        markdown,
+    )
 
 
 if __name__ == "__main__":
