@@ -43,7 +43,7 @@ def verdict_table(doc: Document, verdicts: list[ClaimResult]) -> None:
     """One row per claim: its verdict and the comparison that decides it (the weakest), with its reason."""
     rows = []
     for r in verdicts:
-        decisive = next((c for c in r.comparisons if c.verdict == r.verdict), None)
+        decisive = r.deciding
         if decisive is None or decisive.mean is None:
             evidence, why = "—", "no seed has every cell this claim needs yet."
         else:

@@ -94,9 +94,14 @@ class ClaimResult:
     comparisons: list[ComparisonResult] = field(default_factory=list)
 
     @property
+    def deciding(self) -> ComparisonResult | None:
+        """The comparison that decides the claim: the weakest (first in VERDICT_ORDER) of those with data."""
+        found = [c for c in self.comparisons if c.verdict != "missing"]
+        return min(found, key=lambda c: VERDICT_ORDER.index(c.verdict)) if found else None
+
+    @property
     def verdict(self) -> str:
-        found = [c.verdict for c in self.comparisons if c.verdict != "missing"]
-        return min(found, key=VERDICT_ORDER.index) if found else "missing"
+        return self.deciding.verdict if self.deciding else "missing"
 
 
 def t_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
