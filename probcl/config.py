@@ -274,6 +274,8 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
     if tp is dict or origin is dict:
         if not isinstance(value, dict):
             raise ConfigError(f"{key} must be a mapping, got {value!r}")
+        if len(args) == 2:  # typed values (dict[str, SomeDataclass]) are converted one by one
+            return {k: _convert(v, args[1], f"{key}.{k}") for k, v in value.items()}
         return dict(value)
     if tp is bool:
         if isinstance(value, bool):
@@ -319,6 +321,14 @@ def from_dict(cls: type, data: dict | None, prefix: str = "") -> Any:
             f"unknown config key(s) {', '.join(where + k for k in unknown)}; "
             f"valid keys{' of ' + prefix if prefix else ''}: {', '.join(fields)}"
         )
+    missing = [
+        name
+        for name, f in fields.items()
+        if name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        where = f"{prefix}." if prefix else ""
+        raise ConfigError(f"missing config key(s) {', '.join(where + k for k in missing)}; give a value for each")
     kwargs = {k: _convert(v, hints[k], f"{prefix}.{k}" if prefix else k) for k, v in data.items()}
     return cls(**kwargs)
 

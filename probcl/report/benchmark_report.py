@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from probcl.core.io import atomic_write_text, read_json
 from probcl.core.runs import RunPaths, epoch_curve
 from probcl.report import plots
+from probcl.report.controls import controls_table
 from probcl.report.document import Document
 from probcl.report.figures import FIGURES, slug
 from probcl.report.tables import dotted, format_stat, suite_tables
@@ -63,7 +64,23 @@ def study_summary_markdown(results: dict) -> str:
     headline_table(doc, results, results["config"]["headline"])
     if results["config"].get("claims"):
         verdict_table(doc, evaluate_claims(results, results["config"]["claims"]))
+    if results["config"].get("controls"):
+        controls_table(doc, results, _metric_names(results))
     return doc.to_markdown(Path("."), title=False)
+
+
+def _metric_names(results: dict) -> dict[str, str]:
+    """Metric key -> the headline's column title for it (keys not in the headline keep their key)."""
+    return {key: title for title, key in results["config"]["headline"].items()}
+
+
+CONTROLS_PARAGRAPH = (
+    "Each control changes one setting of a method. Difference = control minus the compared method, averaged "
+    "over the seeds both have. With two or more seeds: the 95 % Student-t interval of the paired differences. "
+    "With one seed: the noise band 2 x sqrt(2) x the compared method's seed-to-seed std, the spread of a "
+    "difference between two independent runs; the band comes from three seeds and is itself rough, so a "
+    "one-seed control gives a reading, not a verdict."
+)
 
 
 def claims_section(doc: Document, results: dict) -> None:
@@ -164,6 +181,10 @@ def write_report(results: dict, root: Path, headline: dict[str, str]) -> tuple[P
     if results["config"].get("claims"):
         doc.heading("Claims")
         claims_section(doc, results)
+    if results["config"].get("controls"):
+        doc.heading("Controls")
+        doc.paragraph(CONTROLS_PARAGRAPH)
+        controls_table(doc, results, _metric_names(results))
     doc.heading("Figures")
     figures(doc, results, root)
     doc.heading("All metrics")

@@ -34,6 +34,7 @@ import yaml
 from probcl.config import Config, ConfigError, from_dict, to_plain
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.runs import RunPaths
+from probcl.report.controls import Control, check_controls
 
 DEFAULT_HEADLINE = {
     "linear top-1 %": "linear/top1",
@@ -82,6 +83,7 @@ class BenchmarkConfig:
     reference: str | None = None  # method label: reference run for `efficiency` and `corruptions` (mCE)
     ensemble: bool = False  # `ood` deep ensemble over each method's seeds
     headline: dict = field(default_factory=lambda: dict(DEFAULT_HEADLINE))  # column title -> "suite/metric"
+    controls: dict[str, Control] = field(default_factory=dict)  # extra cells read against the ones they vary
     eval: BenchmarkEval = field(default_factory=BenchmarkEval)
 
 
@@ -135,6 +137,7 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
             raise ConfigError(f"{path}: methods.{label}.init_from {source!r} is not one of the methods")
         if source is not None and not set(method_seeds(bench, label)) <= set(method_seeds(bench, source)):
             raise ConfigError(f"{path}: methods.{label} has seeds that its init_from {source!r} lacks")
+    check_controls(bench.controls, bench.methods, str(path))
     unknown = [c for c in bench.claims if c not in CLAIMS]
     if unknown:
         raise ConfigError(f"{path}: unknown claim(s) {', '.join(unknown)}; valid: {', '.join(CLAIMS.names())}")
