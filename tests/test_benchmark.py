@@ -9,7 +9,7 @@ from probcl.cli import main
 from probcl.config import ConfigError
 from probcl.core.io import read_json
 from probcl.core.presets import resolve_config_path
-from probcl.tasks.benchmark import Cell, cell_config, load_benchmark, run_benchmark
+from probcl.tasks.benchmark import Cell, cell_config, grid, load_benchmark, run_benchmark
 
 TINY = {
     "data.dataset": "digits",
@@ -55,10 +55,36 @@ def test_cell_config_layers(tmp_path):
     assert cfg.run_dir == str(tmp_path / "out" / "cells" / "moco-s3-b16")
 
 
+def test_grid_runs_phase_by_phase_each_seed_by_seed(tmp_path):
+    methods = {
+        "sweep": {"config": "fashion-mnist/simclr", "seeds": [0, 1], "phase": 2},
+        "control": {"config": "fashion-mnist/simclr", "seeds": [0, 1]},  # own seeds: phase 1
+        "posthoc": {"config": "fashion-mnist/tau-posthoc", "init_from": "simclr"},
+        "simclr": "fashion-mnist/simclr",
+        "late": {"config": "fashion-mnist/byol", "seeds": [0], "phase": 1},
+    }
+    bench, _ = load_benchmark(write(tmp_path / "b.yaml", {"methods": methods, "seeds": [0, 1], "reference": "simclr"}))
+    assert [c.name for c in grid(bench)] == [
+        "simclr-s0", "posthoc-s0", "simclr-s1", "posthoc-s1",  # phase 0: reference, then what it initialises
+        "control-s0", "late-s0", "control-s1",  # phase 1, seed by seed, in the listed order
+        "sweep-s0", "sweep-s1",  # phase 2
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "tree, message",
     [
         ({"methods": {}}, "methods"),
+        ({"methods": {"a": {"config": "fashion-mnist/simclr", "phase": -1}}}, "methods.a.phase must be a whole"),
+        (
+            {
+                "methods": {
+                    "a": {"config": "fashion-mnist/simclr", "phase": 3},
+                    "b": {"config": "fashion-mnist/tau-posthoc", "init_from": "a"},
+                }
+            },
+            "methods.b runs in an earlier phase than its init_from 'a'",
+        ),
         ({"methods": {"a": "fashion-mnist/simclr"}, "reference": "b"}, "reference"),
         ({"methods": {"a": "fashion-mnist/simclr"}, "suites": ["nope"]}, "unknown evaluation suite"),
         ({"methods": {"a": "fashion-mnist/simclr"}, "seedz": [1]}, "unknown config key"),

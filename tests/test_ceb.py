@@ -201,6 +201,30 @@ def test_c_byol_step_matches_figure6_pseudocode(tiny_config):
     assert out.loss.item() == pytest.approx(reference, rel=1e-4)
 
 
+def test_c_byol_without_compression_is_byol_on_the_sampled_z_and_every_parameter_learns(tiny_config):
+    """beta 0 (the paper's ablation): no b(z|y), so no m, whose weights no loss would reach (an unused
+    parameter under DDP; Adam's weight decay alone drove it to 0 and its mean direction to NaN)."""
+    cfg = tiny_config("c-byol", **{"method_args.kappa_e": 400.0, "method_args.beta": 0.0, "train.batch_size": 8})
+    model = METHODS.get("c-byol")(cfg.to_dict(), DATA_INFO).train()
+    g = torch.Generator().manual_seed(1)
+    v1, v2 = torch.randn(8, 1, 12, 12, generator=g), torch.randn(8, 1, 12, 12, generator=g)
+    torch.manual_seed(5)
+    out = model.step(v1, v2, None)
+    trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad and not n.startswith("target_")]
+    grads = torch.autograd.grad(out.loss, [p for _, p in trainable], allow_unused=True)
+    unused = [n for (n, _), g in zip(trainable, grads) if g is None or not g.abs().sum() > 0]
+    assert unused == [] and "residual_xzy" not in out.logs
+
+    torch.manual_seed(5)
+    with torch.no_grad():
+        p = [model.predictor(model.projector(model.backbone(v))) for v in (v1, v2)]
+        t = [unit(model.target_projector(model.target_backbone(v))) for v in (v1, v2)]
+        z = [VonMisesFisher(torch.tensor(unit(pi)), 400.0).rsample() for pi in p]
+        y_hat = [unit(model.l_net(zi.float())) for zi in z]
+    reference = sum(2.0 * ((y_hat[i] - t[j]) ** 2).sum(axis=1).mean() for i, j in ((0, 1), (1, 0)))
+    assert out.loss.item() == pytest.approx(reference, rel=1e-4)
+
+
 # ------------------------------------------------------------------------------ Lipschitz
 def test_local_lipschitz_matches_eq19_and_eq36():
     torch.manual_seed(0)

@@ -52,7 +52,13 @@ class CBYOL(StochasticEncoder, BYOL):
         super().build()
         mc = self.cfg.model
         self.l_net = nn.Linear(mc.proj_out, mc.proj_out, bias=False)
-        self.m_net = mlp(mc.proj_out, self.hp.b_hidden or mc.proj_hidden, mc.proj_out, 2, batch_norm=True)
+        # beta 0 (no compression) has no b(z|y): an m that no loss reaches would be an unused parameter under
+        # DDP, and Adam's weight decay alone shrinks it to 0, where its mean direction is undefined.
+        self.m_net = (
+            mlp(mc.proj_out, self.hp.b_hidden or mc.proj_hidden, mc.proj_out, 2, batch_norm=True)
+            if self.hp.beta > 0
+            else None
+        )
 
     @property
     def encoder_concentration(self) -> float:
@@ -61,14 +67,16 @@ class CBYOL(StochasticEncoder, BYOL):
 
     def _direction(
         self, p: torch.Tensor, t_self: torch.Tensor, t_other: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Eq. 17 for one direction: (loss, mean regression term, mean residual information)."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Eq. 17 for one direction: (loss, mean regression term, mean residual information or None at beta 0)."""
         e = VonMisesFisher(F.normalize(vmf_precision(p), dim=1), self.hp.kappa_e)
         z = e.rsample()
         y_hat = self.l_net(z.to(p.dtype))
+        regression = normalized_mse(y_hat, t_other).mean()
+        if self.m_net is None:
+            return self.hp.w_byol * regression, regression, None
         mu_b = F.normalize(vmf_precision(self.m_net(F.normalize(t_self, dim=1))), dim=1)
         residual = residual_information(e, VonMisesFisher(mu_b, self.hp.kappa_b), z).mean()
-        regression = normalized_mse(y_hat, t_other).mean()
         return self.hp.w_byol * regression + self.hp.beta * residual, regression, residual
 
     def step(self, view1, view2, batch) -> StepOutput:
@@ -77,9 +85,7 @@ class CBYOL(StochasticEncoder, BYOL):
         t1, t2 = self.target(view1), self.target(view2)
         loss12, reg12, res12 = self._direction(p1, t1, t2)
         loss21, reg21, res21 = self._direction(p2, t2, t1)
-        logs = {
-            "regression": (reg12 + reg21).detach(),
-            "residual_xzy": (0.5 * (res12 + res21)).detach(),
-            "embedding_std": self.collapse_watch(z1, self.global_step),
-        }
+        logs = {"regression": (reg12 + reg21).detach(), "embedding_std": self.collapse_watch(z1, self.global_step)}
+        if res12 is not None and res21 is not None:
+            logs["residual_xzy"] = (0.5 * (res12 + res21)).detach()
         return StepOutput(loss12 + loss21, h1, logs)

@@ -132,11 +132,14 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
     from probcl.report.claims import CLAIMS
 
     for label in bench.methods:
+        phase(bench, label)  # a bad phase fails here, before any work
         source = init_source(bench, label)
         if source is not None and source not in bench.methods:
             raise ConfigError(f"{path}: methods.{label}.init_from {source!r} is not one of the methods")
         if source is not None and not set(method_seeds(bench, label)) <= set(method_seeds(bench, source)):
             raise ConfigError(f"{path}: methods.{label} has seeds that its init_from {source!r} lacks")
+        if source is not None and phase(bench, source) > phase(bench, label):
+            raise ConfigError(f"{path}: methods.{label} runs in an earlier phase than its init_from {source!r}")
     check_controls(bench.controls, bench.methods, str(path))
     unknown = [c for c in bench.claims if c not in CLAIMS]
     if unknown:
@@ -164,16 +167,26 @@ def _own_seeds(bench: BenchmarkConfig, label: str) -> bool:
     return isinstance(spec, dict) and bool(spec.get("seeds"))
 
 
+def phase(bench: BenchmarkConfig, label: str) -> int:
+    """When a method's cells run: its ``phase`` entry, else 0 (the main grid) or 1 (methods with their own
+    ``seeds``: controls and sweeps). Phases run in order, each seed by seed."""
+    spec = bench.methods[label]
+    value = spec.get("phase") if isinstance(spec, dict) else None
+    if value is None:
+        return int(_own_seeds(bench, label))
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ConfigError(f"methods.{label}.phase must be a whole number >= 0 (0 = main grid), got {value!r}")
+    return value
+
+
 def grid(bench: BenchmarkConfig) -> list[Cell]:
-    """All cells, seed by seed; within a seed the reference method first and every ``init_from`` source
-    before the methods it initialises; methods with their own ``seeds`` (extra sweeps) after all of that."""
-    order = sorted(
-        bench.methods, key=lambda m: (_own_seeds(bench, m), m != bench.reference, init_source(bench, m) is not None)
-    )
-    main, extra = [m for m in order if not _own_seeds(bench, m)], [m for m in order if _own_seeds(bench, m)]
+    """All cells, phase by phase (see :func:`phase`), each phase seed by seed; within a seed the reference
+    method first and every ``init_from`` source before the methods it initialises, then the listed order."""
+    order = sorted(bench.methods, key=lambda m: (m != bench.reference, init_source(bench, m) is not None))
+    phases = sorted({phase(bench, m) for m in order})
     batches: list[int | None] = [*bench.batch_sizes] if bench.batch_sizes else [None]
     cells = []
-    for methods in (main, extra):
+    for methods in ([m for m in order if phase(bench, m) == p] for p in phases):
         seeds = sorted({s for m in methods for s in method_seeds(bench, m)})
         cells += [Cell(m, s, b) for s in seeds for m in methods for b in batches if s in method_seeds(bench, m)]
     return cells
@@ -212,11 +225,11 @@ def _method_spec(bench: BenchmarkConfig, label: str) -> tuple[str, dict]:
     if isinstance(spec, str):
         return spec, {}
     if isinstance(spec, dict) and isinstance(spec.get("config"), str):
-        unknown = set(spec) - {"config", "overrides", "seeds", "init_from"}
+        unknown = set(spec) - {"config", "overrides", "seeds", "init_from", "phase"}
         if unknown:
             raise ConfigError(
                 f"methods.{label}: unknown key(s) {', '.join(sorted(unknown))}; "
-                "valid: config, overrides, seeds, init_from"
+                "valid: config, overrides, seeds, init_from, phase"
             )
         return spec["config"], dict(spec.get("overrides") or {})
     raise ConfigError(f"methods.{label} must be a preset path or {{config: PATH, overrides: {{...}}}}, got {spec!r}")
