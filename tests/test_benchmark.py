@@ -215,3 +215,60 @@ def test_study_runs_seed_by_seed_publishes_each_cell_and_judges_claims(tmp_path)
         "not reproduced",
         "inconclusive at this budget",
     )
+
+
+def test_a_cell_that_fails_unexpectedly_lets_the_others_finish_and_is_retried(tmp_path, monkeypatch):
+    """A bug in one cell (not bad input, not divergence) must not cost a long study its other cells: the
+    failure is recorded with its traceback, cells initialised from it wait, the command fails at the end
+    naming it, and the next run retries it."""
+    import probcl.tasks.pretrain as pretrain_module
+    from probcl.errors import RunError
+
+    out = tmp_path / "study"
+    bench_file = write(
+        tmp_path / "b.yaml",
+        {
+            "out": str(out),
+            "methods": {
+                "simclr": "fashion-mnist/simclr",
+                "bad": "fashion-mnist/simclr",
+                "posthoc": {"config": "fashion-mnist/tau-posthoc", "init_from": "bad"},
+            },
+            "overrides": TINY,
+            "suites": ["linear"],
+            "eval": {"max_train": 200},
+        },
+    )
+    bench, base_dir = load_benchmark(bench_file)
+    real = pretrain_module.pretrain
+
+    def flaky(cfg):
+        if cfg.run_dir.endswith("bad-s0"):
+            raise RuntimeError("boom\n" + "tensor([...])\n" * 50)
+        return real(cfg)
+
+    monkeypatch.setattr(pretrain_module, "pretrain", flaky)
+    log: list[str] = []
+    with pytest.raises(RunError, match=r"1 cell\(s\) failed unexpectedly: bad-s0"):
+        run_benchmark(bench, base_dir, log=log.append)
+    record = read_json(out / "cells" / "bad-s0" / "cell.json")
+    assert record["retry"] and record["error"].startswith("RuntimeError: boom (traceback in ")
+    assert "Traceback" in (out / "cells" / "bad-s0" / "error.log").read_text()
+    assert "[3/3] skipped posthoc-s0: the cell it starts from (bad) has not trained" in log
+    assert "evaluated simclr-s0: linear" in log
+    results = read_json(out / "results.json")
+    assert [c["name"] for c in results["cells"] if c["error"]] == ["bad-s0"]
+
+    monkeypatch.setattr(pretrain_module, "pretrain", real)
+    log.clear()
+    run_benchmark(bench, base_dir, log=log.append)  # the fixed cell and the one waiting for it now train
+    assert [line for line in log if line.startswith("evaluated")] == [  # trained now: nothing else needs it
+        "evaluated bad-s0: linear",
+        "evaluated posthoc-s0: linear",
+    ]
+    assert not read_json(out / "cells" / "bad-s0" / "cell.json").get("error")
+    assert {c["name"] for c in read_json(out / "results.json")["cells"] if not c["error"]} == {
+        "simclr-s0",
+        "bad-s0",
+        "posthoc-s0",
+    }

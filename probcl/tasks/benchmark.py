@@ -22,6 +22,7 @@ import platform
 import shutil
 import statistics
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -32,8 +33,9 @@ import torch
 import yaml
 
 from probcl.config import Config, ConfigError, from_dict, to_plain
-from probcl.core.io import atomic_write_json, read_json
+from probcl.core.io import atomic_write_json, atomic_write_text, read_json
 from probcl.core.runs import RunPaths
+from probcl.errors import RunError
 from probcl.report.controls import Control, check_controls
 
 DEFAULT_HEADLINE = {
@@ -48,6 +50,7 @@ DEFAULT_HEADLINE = {
     "s / epoch": "train/seconds_per_epoch",
 }
 CELL_FILE = "cell.json"
+ERROR_FILE = "error.log"  # the traceback of a cell that failed unexpectedly
 BASE_ONLY_KEYS = ("method", "method_args", "run_dir", "init")  # taken from the method preset, never the base
 
 
@@ -286,7 +289,7 @@ def hardware() -> dict:
 def train_cell(cfg: Config) -> tuple[dict, bool]:
     """Pretrain one cell unless ``cell.json`` records it done with this config; returns its training record
     and whether it trained now."""
-    from probcl.methods import TrainingDivergedError
+    from probcl.errors import ProbclError, TrainingDivergedError
     from probcl.tasks.pretrain import pretrain
 
     paths = RunPaths(Path(cfg.run_dir))
@@ -298,7 +301,7 @@ def train_cell(cfg: Config) -> tuple[dict, bool]:
             raise ConfigError(
                 f"{paths.root} was trained with a different config; delete that folder or use another --out"
             )
-        if record.get("error") or record.get("restored") or paths.last.exists():
+        if not record.get("retry") and (record.get("error") or record.get("restored") or paths.last.exists()):
             return record, False
     start_epoch = (
         int(torch.load(paths.last, map_location="cpu", weights_only=False).get("epoch", 0))
@@ -309,8 +312,14 @@ def train_cell(cfg: Config) -> tuple[dict, bool]:
     record = {"config": wanted, "started_at_epoch": start_epoch}
     try:
         pretrain(cfg)
-    except TrainingDivergedError as e:
+    except TrainingDivergedError as e:  # deterministic: the same config diverges again, so it is not retried
         record["error"] = str(e)
+    except ProbclError:
+        raise  # bad input, a stop request (SIGTERM, Ctrl-C), a run in use: the benchmark stops, resumable
+    except Exception as e:  # an unexpected failure of this one cell: the others go on; the next run retries it
+        atomic_write_text(paths.root / ERROR_FILE, traceback.format_exc())
+        first_line = (str(e).splitlines() or [""])[0]
+        record.update(error=f"{type(e).__name__}: {first_line} (traceback in {paths.root / ERROR_FILE})", retry=True)
     seconds = time.perf_counter() - start
     record.update(
         seconds=round(seconds, 2),
@@ -490,6 +499,10 @@ def run_benchmark(
     restore_published(bench, cells, configs, root, log)
     reported = False
     for i, cell in enumerate(cells, 1):
+        source = init_source(bench, cell.method)
+        if source is not None and not _trained(root, Cell(source, cell.seed, cell.batch_size)):
+            log(f"[{i}/{len(cells)}] skipped {cell.name}: the cell it starts from ({source}) has not trained")
+            continue
         record, changed = train_cell(configs[cell])
         status = (
             f"failed: {record['error'].splitlines()[0]}"
@@ -508,6 +521,14 @@ def run_benchmark(
             reported = True
     if not reported:
         rebuild_report(bench, root, log)
+    retry = [c.name for c in cells if (read_json(root / "cells" / c.name / CELL_FILE) or {}).get("retry")]
+    if retry:
+        raise RunError(
+            f"{len(retry)} cell(s) failed unexpectedly: {', '.join(retry)} (tracebacks in their {ERROR_FILE}); "
+            "the other cells and the report are done. Fix the cause and run the same command again: "
+            "failed cells are retried from their last checkpoint (delete a cell's folder to start it over), "
+            "finished ones are kept."
+        )
     return root
 
 
