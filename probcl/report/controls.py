@@ -56,7 +56,7 @@ class ControlReading:
     seeds: list[int]
     difference: float | None  # mean over ``seeds`` of control - against
     interval: tuple[float, float] | None  # 95 % t-interval of the paired differences (two or more seeds)
-    band: float | None  # one seed: half-width of the seed-noise band (None: the compared method has one seed)
+    band: float | None  # one seed: half-width of the seed-noise band (None: no spread to scale it by)
 
     @property
     def reading(self) -> str:
@@ -66,7 +66,7 @@ class ControlReading:
             low, high = self.interval
             return "above 0" if low > 0 else "below 0" if high < 0 else "includes 0"
         if self.band is None:
-            return "no noise scale (the compared method has one seed)"
+            return "no noise scale (the compared method has one seed, or its seeds agree exactly)"
         return "beyond seed noise" if abs(self.difference) > self.band else "within seed noise"
 
     @property
@@ -92,7 +92,7 @@ def read_controls(results: dict) -> list[ControlReading]:
                     if key in m.get(label, {}) and key in m.get(against, {})
                 }
                 std = (std_of.get(key) or {}).get("std")
-                band = 2 * math.sqrt(2) * std if len(pairs) == 1 and std is not None else None
+                band = 2 * math.sqrt(2) * std if len(pairs) == 1 and std else None  # std 0: seeds agree exactly
                 difference = statistics.fmean(pairs.values()) if pairs else None
                 interval = t_interval([pairs[seed] for seed in sorted(pairs)])
                 readings.append(ControlReading(label, against, key, sorted(pairs), difference, interval, band))

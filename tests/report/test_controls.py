@@ -61,14 +61,15 @@ def test_paired_seeds_get_the_t_interval_of_their_differences():
 
 
 def test_readings_beyond_noise_missing_and_without_a_noise_scale():
-    values = {**GRID, "far": [90.0]}
+    values = {**GRID, "far": [90.0], "flat": [0.0, 0.0, 0.0]}
     controls = {
-        "far": {"against": ["base", "single", "absent"], "asks": "q", "metrics": ["m"]},
+        "far": {"against": ["base", "single", "flat", "absent"], "asks": "q", "metrics": ["m"]},
     }
     readings = read_controls(results_of(values, controls))
     assert [r.reading for r in readings] == [
         "beyond seed noise",  # +10 vs a band of 4.32
-        "no noise scale (the compared method has one seed)",
+        "no noise scale (the compared method has one seed, or its seeds agree exactly)",
+        "no noise scale (the compared method has one seed, or its seeds agree exactly)",
         "missing",  # the compared cells have not run
     ]
 
