@@ -30,7 +30,8 @@ class Control:
 
     against: list[str]  # method labels it is compared with (the cell it varies first)
     asks: str  # the question, in one sentence
-    metrics: list[str] = field(default_factory=lambda: list(DEFAULT_METRICS))  # "suite/metric" keys
+    # "suite/metric" keys, or {title: key} to name them in the table (else the headline's title, else the key)
+    metrics: list[str] | dict[str, str] = field(default_factory=lambda: list(DEFAULT_METRICS))
 
 
 def check_controls(controls: dict[str, Control], methods: dict, where: str) -> None:
@@ -77,6 +78,10 @@ class ControlReading:
         return "—" if self.band is None else f"±{self.band:.3g}"
 
 
+def _keys(metrics: list[str] | dict[str, str] | None) -> list[str]:
+    return list(metrics.values()) if isinstance(metrics, dict) else list(metrics or DEFAULT_METRICS)
+
+
 def read_controls(results: dict) -> list[ControlReading]:
     """Every configured control's readings, from a benchmark's results.json content."""
     controls = results["config"].get("controls") or {}
@@ -85,7 +90,7 @@ def read_controls(results: dict) -> list[ControlReading]:
     for label, spec in controls.items():
         for against in spec["against"]:
             std_of = results["groups"].get(against, {}).get("metrics", {})
-            for key in spec.get("metrics") or DEFAULT_METRICS:
+            for key in _keys(spec.get("metrics")):
                 pairs = {
                     seed: m[label][key] - m[against][key]
                     for seed, m in by_seed.items()
@@ -100,8 +105,13 @@ def read_controls(results: dict) -> list[ControlReading]:
 
 
 def controls_table(doc: Document, results: dict, names: dict[str, str]) -> None:
-    """A table of every control's readings; ``names`` maps metric keys to column titles (the headline's)."""
+    """A table of every control's readings; ``names`` maps metric keys to titles (the headline's), which a
+    control's own ``{title: key}`` metrics override."""
     controls = results["config"].get("controls") or {}
+    names = dict(names)
+    for spec in controls.values():
+        if isinstance(spec.get("metrics"), dict):
+            names.update({key: title for title, key in spec["metrics"].items()})
     rows, previous = [], None
     for r in read_controls(results):
         first = r.control != previous

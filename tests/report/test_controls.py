@@ -79,6 +79,8 @@ def test_summary_block_shows_the_controls_table_with_headline_names():
     text = study_summary_markdown(results)
     row = next(line for line in text.splitlines() if line.startswith("| `ctl`"))
     assert "does it help?" in row and "| base | my metric | 0 | +4 | ±4.32 | within seed noise |" in row
+    results["config"]["controls"]["ctl"]["metrics"] = {"own title": "m"}  # a control may name its metrics
+    assert "| base | own title | 0 | +4 |" in study_summary_markdown(results)
 
 
 @pytest.mark.parametrize(
