@@ -108,14 +108,12 @@ def controls_table(doc: Document, results: dict, names: dict[str, str]) -> None:
     """A table of every control's readings; ``names`` maps metric keys to titles (the headline's), which a
     control's own ``{title: key}`` metrics override."""
     controls = results["config"].get("controls") or {}
-    names = dict(names)
-    for spec in controls.values():
-        if isinstance(spec.get("metrics"), dict):
-            names.update({key: title for title, key in spec["metrics"].items()})
     rows, previous = [], None
     for r in read_controls(results):
         first = r.control != previous
         previous = r.control
+        metrics = controls[r.control].get("metrics")
+        own = {key: title for title, key in metrics.items()} if isinstance(metrics, dict) else {}
         difference = "—" if r.difference is None else f"{r.difference:+.3g}"
         seeds = ", ".join(map(str, r.seeds)) or "—"
         rows.append(
@@ -123,7 +121,7 @@ def controls_table(doc: Document, results: dict, names: dict[str, str]) -> None:
                 f"`{r.control}`" if first else "",
                 controls[r.control]["asks"] if first else "",
                 r.against,
-                names.get(r.key, r.key),
+                own.get(r.key) or names.get(r.key, r.key),
                 seeds,
                 difference,
                 r.spread,
