@@ -376,7 +376,8 @@ CLAIMS.register("tau-ood")(
             _tau_competitive("inverted", "inverted images"),
         ),
         notes="The FMNIST preset trains TaU at SimCLR's tuned Adam lr 2e-3, where u saturates the sigmoid within "
-        "~100 steps (benchmarks/tau_temperature.py); the authors use 1e-4: control `tau-simclr-authors-lr`.",
+        "~100 steps (benchmarks/tau_temperature.py); the authors use 1e-4, which the control "
+        "`tau-simclr-authors-lr` tests (report section Controls).",
     )
 )
 
