@@ -160,14 +160,19 @@ def test_c_simclr_params_validation():
 
 
 # ------------------------------------------------------------------------------ C-BYOL
-def test_c_byol_step_matches_figure6_pseudocode(tiny_config):
-    torch.manual_seed(0)
-    cfg = tiny_config("c-byol", **{"method_args.kappa_e": 400.0, "method_args.beta": 0.5, "train.batch_size": 8})
+def c_byol_step(cfg):
+    """A C-BYOL model from ``cfg``, two seeded batches of 8 views, and its step on them (z drawn at seed 5)."""
     model = METHODS.get("c-byol")(cfg.to_dict(), DATA_INFO).train()
     g = torch.Generator().manual_seed(1)
     v1, v2 = torch.randn(8, 1, 12, 12, generator=g), torch.randn(8, 1, 12, 12, generator=g)
     torch.manual_seed(5)
-    out = model.step(v1, v2, None)
+    return model, v1, v2, model.step(v1, v2, None)
+
+
+def test_c_byol_step_matches_figure6_pseudocode(tiny_config):
+    torch.manual_seed(0)
+    cfg = tiny_config("c-byol", **{"method_args.kappa_e": 400.0, "method_args.beta": 0.5, "train.batch_size": 8})
+    model, v1, v2, out = c_byol_step(cfg)
     params = [p for n, p in model.named_parameters() if not n.startswith("target_")]
     grads = torch.autograd.grad(out.loss, params, allow_unused=True)
     names = [n for n, _ in model.named_parameters() if not n.startswith("target_")]
@@ -205,11 +210,7 @@ def test_c_byol_without_compression_is_byol_on_the_sampled_z_and_every_parameter
     """beta 0 (the paper's ablation): no b(z|y), so no m, whose weights no loss would reach (an unused
     parameter under DDP; Adam's weight decay alone drove it to 0 and its mean direction to NaN)."""
     cfg = tiny_config("c-byol", **{"method_args.kappa_e": 400.0, "method_args.beta": 0.0, "train.batch_size": 8})
-    model = METHODS.get("c-byol")(cfg.to_dict(), DATA_INFO).train()
-    g = torch.Generator().manual_seed(1)
-    v1, v2 = torch.randn(8, 1, 12, 12, generator=g), torch.randn(8, 1, 12, 12, generator=g)
-    torch.manual_seed(5)
-    out = model.step(v1, v2, None)
+    model, v1, v2, out = c_byol_step(cfg)
     trainable = [(n, p) for n, p in model.named_parameters() if p.requires_grad and not n.startswith("target_")]
     grads = torch.autograd.grad(out.loss, [p for _, p in trainable], allow_unused=True)
     unused = [n for (n, _), g in zip(trainable, grads) if g is None or not g.abs().sum() > 0]
