@@ -9,7 +9,8 @@ from probcl.cli import main
 from probcl.config import ConfigError
 from probcl.core.io import read_json
 from probcl.core.presets import resolve_config_path
-from probcl.tasks.benchmark import Cell, cell_config, grid, load_benchmark, run_benchmark
+from probcl.tasks.benchmark import run_benchmark
+from probcl.tasks.benchmark_grid import Cell, cell_config, grid, load_benchmark
 
 TINY = {
     "data.dataset": "digits",
