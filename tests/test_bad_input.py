@@ -267,6 +267,36 @@ def test_read_only_run_directory(trained_run, tmp_path, capsys, monkeypatch):
     assert not (run / "eval.json").exists()
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [b'{"knn": {"top1": 8', b"\xff\xfe binary", b"[1, 2]\n{trailing"],
+    ids=["cut short", "not text", "trailing garbage"],
+)
+def test_damaged_eval_json(trained_run, tmp_path, capsys, damage):
+    """evaluate on a run whose eval.json was damaged outside probcl: one line naming the file and the fix,
+    the file left as it was (the user may want to repair it)."""
+    run = tmp_path / "damaged"
+    shutil.copytree(trained_run, run)
+    (run / "eval.json").write_bytes(damage)
+    assert main(["evaluate", str(run), "--suite", "knn"]) != 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert re.search(r"cannot read .*eval\.json: .*restore it from a copy, or delete it", err), err
+    assert (run / "eval.json").read_bytes() == damage
+    assert not (run / ".lock").exists()
+
+
+def test_unreadable_json_path_is_a_run_error(tmp_path):
+    """A folder where a JSON file should be is named, not a raw IsADirectoryError."""
+    from probcl.core.io import read_json
+    from probcl.errors import RunError
+
+    (tmp_path / "cell.json").mkdir()
+    with pytest.raises(RunError, match=r"cannot read .*cell\.json: Is a directory"):
+        read_json(tmp_path / "cell.json")
+    assert read_json(tmp_path / "absent.json", {"default": 1}) == {"default": 1}
+
+
 def test_unusual_images_are_decoded_correctly(tmp_path):
     """Not errors: RGBA, 16-bit and mixed-size images decode to the expected uint8 pixels."""
     from probcl.data.datasets import decode_image
