@@ -233,6 +233,16 @@ def to_plain(obj: Any) -> Any:
     return obj
 
 
+LOCATION_KEYS = ("run_dir", "init")  # where a run lives and the folder its first weights came from
+
+
+def without_locations(tree: dict) -> dict:
+    """A config dict without its location keys: what decides how a run trains from its current state on.
+    A run moved to another folder (or a benchmark to another ``--out``) resumes as the same run; ``init``
+    only matters at step 0, which a resumed run is past."""
+    return {k: v for k, v in tree.items() if k not in LOCATION_KEYS}
+
+
 def _convert(value: Any, tp: Any, key: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)

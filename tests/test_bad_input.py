@@ -286,6 +286,32 @@ def test_damaged_eval_json(trained_run, tmp_path, capsys, damage):
     assert not (run / ".lock").exists()
 
 
+@pytest.mark.parametrize(
+    ("damaged", "damage", "expected"),
+    [
+        ("checkpoints/last.ckpt", lambda b: b[:1000], r"cannot resume from .*last\.ckpt: .*zip archive"),
+        ("checkpoints/last.ckpt", lambda b: b"garbage" * 100, r"cannot resume from .*last\.ckpt"),
+        ("config.yaml", lambda b: b"train: [unclosed\n", r"cannot read .*config\.yaml to resume: .*flow sequence"),
+        ("config.yaml", lambda b: b"- a list\n", r"cannot read .*config\.yaml to resume: it holds no config"),
+    ],
+    ids=["checkpoint cut short", "checkpoint garbled", "config invalid yaml", "config not a mapping"],
+)
+def test_resume_from_a_damaged_run(trained_run, tmp_path, capsys, damaged, damage, expected):
+    """pretrain resuming a run whose checkpoint or saved config was damaged outside probcl: one line naming
+    the file and the fixes, nothing changed in the run."""
+    run = tmp_path / "damaged"
+    shutil.copytree(trained_run, run)
+    config = tmp_path / "config.yaml"
+    shutil.copyfile(run / "config.yaml", config)  # the run's own settings, to resume it as it was
+    (run / damaged).write_bytes(damage((run / damaged).read_bytes()))
+    before = _snapshot(run)
+    assert main(["pretrain", "--config", str(config), "--run-dir", str(run), "--epochs", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert re.search(expected + r".*restore it from a copy, or start over with --no-resume", err), err
+    assert _snapshot(run) == before
+
+
 def test_unreadable_json_path_is_a_run_error(tmp_path):
     """A folder where a JSON file should be is named, not a raw IsADirectoryError."""
     from probcl.core.io import read_json

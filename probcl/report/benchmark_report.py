@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from probcl.config import without_locations
 from probcl.core.io import atomic_write_text, read_json
 from probcl.core.runs import RunPaths, epoch_curve
 from probcl.report import plots
@@ -149,7 +150,6 @@ def figures(doc: Document, results: dict, root: Path) -> None:
 
 
 SWEEP_METRICS = {"linear/top1": "linear top-1 %", "knn/top1": "kNN top-1 %"}
-NOT_THE_RECIPE = ("run_dir", "init")  # config keys that name where a cell lives, not how it trains
 
 
 def batch_sweeps(results: dict, root: Path) -> dict[str, list[tuple[int, str]]]:
@@ -162,9 +162,7 @@ def batch_sweeps(results: dict, root: Path) -> dict[str, list[tuple[int, str]]]:
         config_path = RunPaths(root / cells[0]["run_dir"]).config if cells else None
         if config_path is None or not config_path.is_file():
             continue
-        config = yaml.safe_load(config_path.read_text())
-        for key in NOT_THE_RECIPE:
-            config.pop(key, None)
+        config = without_locations(yaml.safe_load(config_path.read_text()))
         batch = config["train"].pop("batch_size")
         config["train"].pop("seed")
         families.setdefault(json.dumps(config, sort_keys=True, default=str), []).append((batch, group))
