@@ -23,6 +23,13 @@ import yaml
 from probcl.errors import ConfigError
 
 
+def _number(value: float | None) -> str:
+    """A bound as written in messages: whole numbers in full (4294967295, not 4.29e+09), others short."""
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 @dataclass(frozen=True)
 class Bound:
     """A numeric range a config field must lie in; ``None`` values (unset options) always pass."""
@@ -34,11 +41,12 @@ class Bound:
 
     def describe(self) -> str:
         """The range as the error message states it: ``> 0``, ``>= 1`` or ``in [0, 1)``."""
+        low, high = _number(self.low), _number(self.high)
         if self.high is None:
-            return f"{'>' if self.low_open else '>='} {self.low:g}"
+            return f"{'>' if self.low_open else '>='} {low}"
         if self.low is None:
-            return f"{'<' if self.high_open else '<='} {self.high:g}"
-        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+            return f"{'<' if self.high_open else '<='} {high}"
+        return f"in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
 
     def check(self, key: str, value: float | None) -> None:
         """Raise ConfigError naming ``key`` and the range unless ``value`` lies in it."""
@@ -158,6 +166,7 @@ class OptimConfig:
     probe_lr: Annotated[float, Positive] = 1e-3  # online linear probe (Adam on detached features)
 
 
+MAX_SEED = 2**32 - 1  # numpy's and Lightning's seed range
 LOGGERS = ("tensorboard", "wandb", "mlflow")  # valid train.loggers names
 
 
@@ -167,7 +176,7 @@ class TrainConfig:
 
     epochs: Annotated[int, AtLeast(1)] = 10
     batch_size: Annotated[int, AtLeast(2)] = 256
-    seed: int = 0
+    seed: Annotated[int, InRange(0, MAX_SEED)] = 0
     accelerator: str = "auto"  # cpu | gpu | auto
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...

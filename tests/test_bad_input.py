@@ -133,6 +133,7 @@ CASES = {
     "fractional int": (PRETRAIN + ["--epochs", "1.5"], r"train\.epochs must be an integer"),
     "zero epochs": (PRETRAIN + ["--epochs", "0"], r"train\.epochs must be >= 1"),
     "batch of one": (PRETRAIN + ["--batch-size", "1"], r"train\.batch_size must be >= 2"),
+    "negative seed": (PRETRAIN + ["--train.seed", "-1"], r"train\.seed must be in \[0, 4294967295\]"),
     "negative lr": (PRETRAIN + ["--optim.lr", "-1"], r"optim\.lr must be > 0"),
     "bad literal": (PRETRAIN + ["--model.backbone", "vgg"], r"model\.backbone must be one of"),
     "bad bool": (PRETRAIN + ["--train.progress_bar", "maybe"], r"must be true or false"),
@@ -205,12 +206,19 @@ CASES = {
         r"must look like SUITE\.KEY=VALUE",
     ),
     "evaluate bad features": (["evaluate", "{run}", "--features", "nope"], r"invalid choice: 'nope'"),
+    "evaluate unknown device": (["evaluate", "{run}", "--device", "tpu7"], r"unknown device 'tpu7'; use auto, cpu"),
+    "evaluate absent gpu": (["evaluate", "{run}", "--device", "cuda:999"], r"device 'cuda:999'.* CUDA GPU"),
+    "evaluate negative seed": (["evaluate", "{run}", "--seed", "-2"], r"--seed must be in \[0, 4294967295\]"),
     # --- score, sample, export, benchmark, list
     "score missing run": (["score", "{tmp}/nowhere", "--data", "digits"], r"run directory .* does not exist"),
     "score unknown data": (["score", "{run}", "--data", "nope", "--out", "{tmp}/s.csv"], r"unknown dataset 'nope'"),
     "score folder of text": (
         ["score", "{run}", "--data", "folder:{data}/only-text", "--out", "{tmp}/s.csv"],
         r"no images",
+    ),
+    "score absent gpu": (
+        ["score", "{run}", "--data", "digits", "--device", "cuda:999", "--out", "{tmp}/s.csv"],
+        r"device 'cuda:999'.* CUDA GPU",
     ),
     "score bad out type": (["score", "{run}", "--data", "digits", "--out", "{tmp}/s.xlsx"], r"\.csv or \.parquet"),
     "sample unknown data": (["sample", "{run}", "--data", "nope", "--out", "{tmp}/s.png"], r"unknown dataset 'nope'"),
