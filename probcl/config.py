@@ -242,14 +242,53 @@ def to_plain(obj: Any) -> Any:
     return obj
 
 
-LOCATION_KEYS = ("run_dir", "init")  # where a run lives and the folder its first weights came from
+NOT_THE_RECIPE: dict[str, tuple[str, ...]] = {
+    # where a run lives, and the weights it started from (read at step 0 only, which a resumed run is past)
+    "": ("run_dir", "init"),
+    # where the images are and how they are read
+    "data": ("root", "num_workers", "download"),
+    # how fast, how it is watched and how often it is saved; not what the run learns
+    "train": (
+        "precision",
+        "channels_last",
+        "compile",
+        "deterministic",
+        "progress_bar",
+        "loggers",
+        "checkpoint_every_n_steps",
+        "monitor_every_n_epochs",
+        "monitor_train_samples",
+        "monitor_test_samples",
+    ),
+}
 
 
-def without_locations(tree: dict) -> dict:
-    """A config dict without its location keys: what decides how a run trains from its current state on.
-    A run moved to another folder (or a benchmark to another ``--out``) resumes as the same run; ``init``
-    only matters at step 0, which a resumed run is past."""
-    return {k: v for k, v in tree.items() if k not in LOCATION_KEYS}
+def recipe(tree: dict) -> dict:
+    """A config dict (``Config.to_dict()``) without the settings that do not change what a run learns from
+    its current state on (:data:`NOT_THE_RECIPE`): a run moved to another folder, resumed with a progress bar
+    off, another logger or bf16, is the same run; a benchmark cell is the same cell under another ``--out``."""
+    kept = {k: v for k, v in tree.items() if k not in NOT_THE_RECIPE[""]}
+    for section, keys in NOT_THE_RECIPE.items():
+        if section and isinstance(kept.get(section), dict):
+            kept[section] = {k: v for k, v in kept[section].items() if k not in keys}
+    return kept
+
+
+def dotted(tree: dict, prefix: str = "") -> dict:
+    """Nested settings as {"section.key": value}."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def recipe_changes(saved: dict, new: dict) -> list[str]:
+    """``key (saved A, now B)`` for every recipe setting (see :func:`recipe`) that differs."""
+    a, b = dotted(recipe(saved)), dotted(recipe(new))
+    return [f"{k} (saved {a.get(k)!r}, now {b.get(k)!r})" for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
 
 
 def _convert(value: Any, tp: Any, key: str) -> Any:

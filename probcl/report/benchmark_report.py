@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from probcl.config import without_locations
+from probcl.config import dotted, recipe
 from probcl.core.io import atomic_write_text, read_json
 from probcl.core.runs import RunPaths, epoch_curve
 from probcl.report import plots
 from probcl.report.controls import controls_table
 from probcl.report.document import Document
 from probcl.report.figures import FIGURES, slug
-from probcl.report.tables import dotted, format_stat, suite_tables
+from probcl.report.tables import format_stat, suite_tables
 
 if TYPE_CHECKING:
     from probcl.report.claims import ClaimResult
@@ -162,7 +162,7 @@ def batch_sweeps(results: dict, root: Path) -> dict[str, list[tuple[int, str]]]:
         config_path = RunPaths(root / cells[0]["run_dir"]).config if cells else None
         if config_path is None or not config_path.is_file():
             continue
-        config = without_locations(yaml.safe_load(config_path.read_text()))
+        config = recipe(yaml.safe_load(config_path.read_text()))
         batch = config["train"].pop("batch_size")
         config["train"].pop("seed")
         families.setdefault(json.dumps(config, sort_keys=True, default=str), []).append((batch, group))

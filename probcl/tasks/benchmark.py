@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from probcl.config import Config, ConfigError, to_plain, without_locations
+from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, atomic_write_text, read_json
 from probcl.core.runs import RunPaths
 from probcl.errors import RunError
@@ -44,7 +44,7 @@ def train_cell(cfg: Config) -> tuple[dict, bool]:
     record = read_json(record_path)
     wanted = to_plain(cfg.to_dict())
     if record is not None:
-        if without_locations(record["config"]) != without_locations(wanted):
+        if recipe(record["config"]) != recipe(wanted):
             raise ConfigError(
                 f"{paths.root} was trained with a different config; delete that folder or use another --out"
             )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from probcl.config import Config, ConfigError, to_plain, without_locations
+from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.runs import RunPaths
 from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source
@@ -137,7 +137,7 @@ def restore_published(
         record = read_json(source / CELL_FILE)
         if (dest / CELL_FILE).exists() or record is None or not cell_complete(bench, source):
             continue
-        if without_locations(record["config"]) != without_locations(to_plain(configs[cell].to_dict())):
+        if recipe(record["config"]) != recipe(to_plain(configs[cell].to_dict())):
             log(f"not restoring {cell.name}: {source} was trained with another config")
             continue
         _copy_files(source, dest)

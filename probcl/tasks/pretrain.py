@@ -22,7 +22,7 @@ from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelChec
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from probcl.config import Config, ConfigError, TrainConfig, from_dict, save_config, without_locations
+from probcl.config import Config, ConfigError, TrainConfig, from_dict, recipe_changes, save_config
 from probcl.core.io import atomic_write
 from probcl.core.loggers import check_loggers, extra_loggers
 from probcl.core.metrics_log import JsonlLogger
@@ -162,22 +162,22 @@ def _check_checkpoint(path: Path) -> None:
 
 
 def _check_resume_config(paths: RunPaths, cfg: Config) -> None:
-    """Refuse to resume a run whose saved config differs from the requested one, except in epochs and
-    locations (a moved run resumes); a damaged saved config is one RunError."""
+    """Refuse to resume a run whose saved recipe differs from the requested one (epochs may grow; locations,
+    hardware, logging and checkpoint frequency may change: :func:`probcl.config.recipe`); a damaged saved
+    config is one RunError."""
     try:
         tree = yaml.safe_load(paths.config.read_text())
     except (yaml.YAMLError, OSError, ValueError) as e:
         raise RunError(f"cannot read {paths.config} to resume: {' '.join(str(e).split())}. {DAMAGED}") from None
     if not isinstance(tree, dict):
         raise RunError(f"cannot read {paths.config} to resume: it holds no config mapping. {DAMAGED}")
-    saved = without_locations(from_dict(Config, tree).to_dict())
-    new = without_locations(cfg.to_dict())
+    saved, new = from_dict(Config, tree).to_dict(), cfg.to_dict()
     saved["train"]["epochs"] = new["train"]["epochs"]
-    diffs = [k for k in new if saved.get(k) != new.get(k)]
-    if diffs:
+    changes = recipe_changes(saved, new)
+    if changes:
         raise ConfigError(
-            f"{paths.root} holds a run with a different config (sections differ: {', '.join(diffs)}). "
-            f"Use a new --run-dir, or --no-resume to start over in this one."
+            f"{paths.root} holds a run trained with other settings: {'; '.join(changes)}. "
+            f"Resume with the saved settings, use a new --run-dir, or --no-resume to start over in this one."
         )
 
 
@@ -255,7 +255,7 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
     if len(train) < t.batch_size:
         raise ConfigError(f"train.batch_size={t.batch_size} exceeds the {len(train)} training images; lower it")
     info = data_info_for(cfg, train)
-    if ckpt_path is None and _is_rank_zero():
+    if _is_rank_zero():  # a resumed run records the settings it continues with (more epochs, another logger)
         paths.root.mkdir(parents=True, exist_ok=True)
         save_config(cfg, paths.config)
     model = method_cls(cfg, info, hp)
