@@ -23,6 +23,13 @@ import yaml
 from probcl.errors import ConfigError
 
 
+def _number(value: float | None) -> str:
+    """A bound as written in messages: whole numbers in full (4294967295, not 4.29e+09), others short."""
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 @dataclass(frozen=True)
 class Bound:
     """A numeric range a config field must lie in; ``None`` values (unset options) always pass."""
@@ -34,11 +41,12 @@ class Bound:
 
     def describe(self) -> str:
         """The range as the error message states it: ``> 0``, ``>= 1`` or ``in [0, 1)``."""
+        low, high = _number(self.low), _number(self.high)
         if self.high is None:
-            return f"{'>' if self.low_open else '>='} {self.low:g}"
+            return f"{'>' if self.low_open else '>='} {low}"
         if self.low is None:
-            return f"{'<' if self.high_open else '<='} {self.high:g}"
-        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+            return f"{'<' if self.high_open else '<='} {high}"
+        return f"in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
 
     def check(self, key: str, value: float | None) -> None:
         """Raise ConfigError naming ``key`` and the range unless ``value`` lies in it."""
@@ -158,6 +166,7 @@ class OptimConfig:
     probe_lr: Annotated[float, Positive] = 1e-3  # online linear probe (Adam on detached features)
 
 
+MAX_SEED = 2**32 - 1  # numpy's and Lightning's seed range
 LOGGERS = ("tensorboard", "wandb", "mlflow")  # valid train.loggers names
 
 
@@ -167,7 +176,7 @@ class TrainConfig:
 
     epochs: Annotated[int, AtLeast(1)] = 10
     batch_size: Annotated[int, AtLeast(2)] = 256
-    seed: int = 0
+    seed: Annotated[int, InRange(0, MAX_SEED)] = 0
     accelerator: str = "auto"  # cpu | gpu | auto
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
@@ -231,6 +240,55 @@ def to_plain(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: to_plain(v) for k, v in obj.items()}
     return obj
+
+
+NOT_THE_RECIPE: dict[str, tuple[str, ...]] = {
+    # where a run lives, and the weights it started from (read at step 0 only, which a resumed run is past)
+    "": ("run_dir", "init"),
+    # where the images are and how they are read
+    "data": ("root", "num_workers", "download"),
+    # how fast, how it is watched and how often it is saved; not what the run learns
+    "train": (
+        "precision",
+        "channels_last",
+        "compile",
+        "deterministic",
+        "progress_bar",
+        "loggers",
+        "checkpoint_every_n_steps",
+        "monitor_every_n_epochs",
+        "monitor_train_samples",
+        "monitor_test_samples",
+    ),
+}
+
+
+def recipe(tree: dict) -> dict:
+    """A config dict (``Config.to_dict()``) without the settings that do not change what a run learns from
+    its current state on (:data:`NOT_THE_RECIPE`): a run moved to another folder, resumed with a progress bar
+    off, another logger or bf16, is the same run; a benchmark cell is the same cell under another ``--out``."""
+    kept = {k: v for k, v in tree.items() if k not in NOT_THE_RECIPE[""]}
+    for section, keys in NOT_THE_RECIPE.items():
+        if section and isinstance(kept.get(section), dict):
+            kept[section] = {k: v for k, v in kept[section].items() if k not in keys}
+    return kept
+
+
+def dotted(tree: dict, prefix: str = "") -> dict:
+    """Nested settings as {"section.key": value}."""
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def recipe_changes(saved: dict, new: dict) -> list[str]:
+    """``key (saved A, now B)`` for every recipe setting (see :func:`recipe`) that differs."""
+    a, b = dotted(recipe(saved)), dotted(recipe(new))
+    return [f"{k} (saved {a.get(k)!r}, now {b.get(k)!r})" for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
 
 
 def _convert(value: Any, tp: Any, key: str) -> Any:

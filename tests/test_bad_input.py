@@ -133,6 +133,7 @@ CASES = {
     "fractional int": (PRETRAIN + ["--epochs", "1.5"], r"train\.epochs must be an integer"),
     "zero epochs": (PRETRAIN + ["--epochs", "0"], r"train\.epochs must be >= 1"),
     "batch of one": (PRETRAIN + ["--batch-size", "1"], r"train\.batch_size must be >= 2"),
+    "negative seed": (PRETRAIN + ["--train.seed", "-1"], r"train\.seed must be in \[0, 4294967295\]"),
     "negative lr": (PRETRAIN + ["--optim.lr", "-1"], r"optim\.lr must be > 0"),
     "bad literal": (PRETRAIN + ["--model.backbone", "vgg"], r"model\.backbone must be one of"),
     "bad bool": (PRETRAIN + ["--train.progress_bar", "maybe"], r"must be true or false"),
@@ -205,12 +206,19 @@ CASES = {
         r"must look like SUITE\.KEY=VALUE",
     ),
     "evaluate bad features": (["evaluate", "{run}", "--features", "nope"], r"invalid choice: 'nope'"),
+    "evaluate unknown device": (["evaluate", "{run}", "--device", "tpu7"], r"unknown device 'tpu7'; use auto, cpu"),
+    "evaluate absent gpu": (["evaluate", "{run}", "--device", "cuda:999"], r"device 'cuda:999'.* CUDA GPU"),
+    "evaluate negative seed": (["evaluate", "{run}", "--seed", "-2"], r"--seed must be in \[0, 4294967295\]"),
     # --- score, sample, export, benchmark, list
     "score missing run": (["score", "{tmp}/nowhere", "--data", "digits"], r"run directory .* does not exist"),
     "score unknown data": (["score", "{run}", "--data", "nope", "--out", "{tmp}/s.csv"], r"unknown dataset 'nope'"),
     "score folder of text": (
         ["score", "{run}", "--data", "folder:{data}/only-text", "--out", "{tmp}/s.csv"],
         r"no images",
+    ),
+    "score absent gpu": (
+        ["score", "{run}", "--data", "digits", "--device", "cuda:999", "--out", "{tmp}/s.csv"],
+        r"device 'cuda:999'.* CUDA GPU",
     ),
     "score bad out type": (["score", "{run}", "--data", "digits", "--out", "{tmp}/s.xlsx"], r"\.csv or \.parquet"),
     "sample unknown data": (["sample", "{run}", "--data", "nope", "--out", "{tmp}/s.png"], r"unknown dataset 'nope'"),
@@ -265,6 +273,62 @@ def test_read_only_run_directory(trained_run, tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "Traceback" not in err and re.search(r"cannot write in run directory .*Read-only file system", err)
     assert not (run / "eval.json").exists()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b'{"knn": {"top1": 8', b"\xff\xfe binary", b"[1, 2]\n{trailing"],
+    ids=["cut short", "not text", "trailing garbage"],
+)
+def test_damaged_eval_json(trained_run, tmp_path, capsys, damage):
+    """evaluate on a run whose eval.json was damaged outside probcl: one line naming the file and the fix,
+    the file left as it was (the user may want to repair it)."""
+    run = tmp_path / "damaged"
+    shutil.copytree(trained_run, run)
+    (run / "eval.json").write_bytes(damage)
+    assert main(["evaluate", str(run), "--suite", "knn"]) != 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert re.search(r"cannot read .*eval\.json: .*restore it from a copy, or delete it", err), err
+    assert (run / "eval.json").read_bytes() == damage
+    assert not (run / ".lock").exists()
+
+
+@pytest.mark.parametrize(
+    ("damaged", "damage", "expected"),
+    [
+        ("checkpoints/last.ckpt", lambda b: b[:1000], r"cannot resume from .*last\.ckpt: .*zip archive"),
+        ("checkpoints/last.ckpt", lambda b: b"garbage" * 100, r"cannot resume from .*last\.ckpt"),
+        ("config.yaml", lambda b: b"train: [unclosed\n", r"cannot read .*config\.yaml to resume: .*flow sequence"),
+        ("config.yaml", lambda b: b"- a list\n", r"cannot read .*config\.yaml to resume: it holds no config"),
+    ],
+    ids=["checkpoint cut short", "checkpoint garbled", "config invalid yaml", "config not a mapping"],
+)
+def test_resume_from_a_damaged_run(trained_run, tmp_path, capsys, damaged, damage, expected):
+    """pretrain resuming a run whose checkpoint or saved config was damaged outside probcl: one line naming
+    the file and the fixes, nothing changed in the run."""
+    run = tmp_path / "damaged"
+    shutil.copytree(trained_run, run)
+    config = tmp_path / "config.yaml"
+    shutil.copyfile(run / "config.yaml", config)  # the run's own settings, to resume it as it was
+    (run / damaged).write_bytes(damage((run / damaged).read_bytes()))
+    before = _snapshot(run)
+    assert main(["pretrain", "--config", str(config), "--run-dir", str(run), "--epochs", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert re.search(expected + r".*restore it from a copy, or start over with --no-resume", err), err
+    assert _snapshot(run) == before
+
+
+def test_unreadable_json_path_is_a_run_error(tmp_path):
+    """A folder where a JSON file should be is named, not a raw IsADirectoryError."""
+    from probcl.core.io import read_json
+    from probcl.errors import RunError
+
+    (tmp_path / "cell.json").mkdir()
+    with pytest.raises(RunError, match=r"cannot read .*cell\.json: Is a directory"):
+        read_json(tmp_path / "cell.json")
+    assert read_json(tmp_path / "absent.json", {"default": 1}) == {"default": 1}
 
 
 def test_unusual_images_are_decoded_correctly(tmp_path):

@@ -9,7 +9,8 @@ from probcl.cli import main
 from probcl.config import ConfigError
 from probcl.core.io import read_json
 from probcl.core.presets import resolve_config_path
-from probcl.tasks.benchmark import Cell, cell_config, grid, load_benchmark, run_benchmark
+from probcl.tasks.benchmark import run_benchmark
+from probcl.tasks.benchmark_grid import Cell, cell_config, grid, load_benchmark
 
 TINY = {
     "data.dataset": "digits",
@@ -136,6 +137,14 @@ def test_tiny_benchmark_writes_reports_and_resumes(tmp_path):
     assert not any(line.startswith("evaluated") for line in log)  # every suite was already in eval.json
     assert sum(line.startswith("results in") for line in log) == 1  # nothing changed: the report is written once
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps  # no checkpoint, eval.json or cell.json rewritten
+
+    moved = tmp_path / "moved"  # a benchmark moved to another --out is the same benchmark: nothing is redone
+    out.rename(moved)
+    moved_stamps = {moved / p.relative_to(out): t for p, t in stamps.items()}
+    log.clear()
+    run_benchmark(bench, base_dir, out=moved, log=log.append)
+    assert not any(line.startswith("evaluated") for line in log)
+    assert {p: p.stat().st_mtime_ns for p in moved_stamps} == moved_stamps
 
 
 def test_study_runs_seed_by_seed_publishes_each_cell_and_judges_claims(tmp_path):

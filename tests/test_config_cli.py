@@ -128,3 +128,21 @@ def test_cli_pretrain_evaluate_export_round_trip(tmp_path, capsys):
     assert code == 0 and "linear@pixels" in json.loads((run / "eval.json").read_text())
     code, out, err = run_cli(["evaluate", str(run), "--suite", "nope"], capsys)
     assert code == 2 and "unknown evaluation suite" in err
+
+
+def test_recipe_leaves_out_locations_and_runtime_settings():
+    """What a resume (or a benchmark cell) is checked against: not where the run lives or how fast it runs."""
+    import copy
+
+    from probcl.config import Config, recipe, recipe_changes
+
+    saved = Config().to_dict()
+    moved = copy.deepcopy(saved)
+    moved["run_dir"], moved["init"] = "elsewhere", "some/run"
+    moved["train"]["precision"], moved["train"]["loggers"] = "bf16-mixed", ["wandb"]
+    moved["data"]["root"] = "/mnt/data"
+    assert recipe(moved) == recipe(saved) and recipe_changes(saved, moved) == []
+    assert "run_dir" not in recipe(saved) and "precision" not in recipe(saved)["train"]
+    assert recipe(saved)["train"]["batch_size"] == saved["train"]["batch_size"]
+    moved["optim"]["lr"] = 0.5
+    assert recipe_changes(saved, moved) == [f"optim.lr (saved {saved['optim']['lr']!r}, now 0.5)"]

@@ -10,6 +10,7 @@ banks, replay buffers, optimiser and scheduler state) and the metrics.jsonl rows
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -205,3 +206,13 @@ def test_sigterm_and_sigint_checkpoint_the_current_step(tiny_config, references,
     assert signal.getsignal(signal.SIGINT) is before  # the stop handler is uninstalled
     pretrain(cfg)
     assert_same_run(references["simclr"], Path(cfg.run_dir))
+
+
+def test_a_moved_run_resumes_as_the_same_run(tiny_config, tmp_path):
+    """Moving a run directory (or a benchmark's --out) changes no setting: the moved copy resumes exactly
+    as the run left in place does."""
+    pretrain(tiny_config(run_name="here", **{"train.epochs": 1}))
+    shutil.copytree(tmp_path / "here", tmp_path / "moved")
+    pretrain(tiny_config(run_name="here", **{"train.epochs": 2}))
+    pretrain(tiny_config(run_name="moved", **{"train.epochs": 2}))
+    assert_same_run(tmp_path / "here", tmp_path / "moved")

@@ -3,6 +3,7 @@
 import errno
 import json
 import os
+import tempfile
 
 import pytest
 import torch
@@ -21,12 +22,32 @@ def _no_temporaries(folder) -> bool:
     return not [p for p in folder.rglob("*.tmp")]
 
 
+def _disk_full_writing(name: str, monkeypatch) -> None:
+    """ENOSPC at the fsync of every atomic write of a file called ``name`` (its temporary file is written,
+    then the disk is full); other files are written normally."""
+    real_mkstemp, real_fsync = tempfile.mkstemp, os.fsync
+    temporaries: dict[int, str] = {}
+
+    def mkstemp(*args, **kwargs):
+        fd, path = real_mkstemp(*args, **kwargs)
+        temporaries[fd] = os.path.basename(path)
+        return fd, path
+
+    def fsync(fd):
+        if temporaries.get(fd, "").startswith(f".{name}."):
+            _disk_full()
+        return real_fsync(fd)
+
+    monkeypatch.setattr("probcl.core.io.tempfile.mkstemp", mkstemp)
+    monkeypatch.setattr("probcl.core.io.os.fsync", fsync)
+
+
 def test_failed_checkpoint_write_keeps_last_and_resumes(tiny_config, monkeypatch):
     cfg = tiny_config(run_name="full-disk")
     paths = RunPaths(cfg.run_dir)
     pretrain(cfg)
     before = paths.last.read_bytes()
-    monkeypatch.setattr("probcl.core.io.os.fsync", _disk_full)  # the temporary file is written, then ENOSPC
+    _disk_full_writing("last.ckpt", monkeypatch)
     with pytest.raises(RunError, match="No space left on device.*previous last.ckpt.*intact"):
         pretrain(tiny_config(run_name="full-disk", **{"train.epochs": 2}))
     assert paths.last.read_bytes() == before and _no_temporaries(paths.root)

@@ -66,8 +66,30 @@ def test_resume_refuses_a_different_config(tiny_config):
     from probcl.config import ConfigError
 
     pretrain(tiny_config(run_name="r"))
-    with pytest.raises(ConfigError, match="different config"):
+    with pytest.raises(ConfigError, match=r"other settings: model\.width \(saved 4, now 6\)"):
         pretrain(tiny_config(run_name="r", **{"model.width": 6}))
+    with pytest.raises(ConfigError, match=r"other settings: optim\.lr .*; train\.batch_size \(saved 32, now 16\)"):
+        pretrain(tiny_config(run_name="r", **{"optim.lr": 0.5, "train.batch_size": 16}))
+
+
+def test_resume_accepts_new_runtime_settings_and_records_them(tiny_config):
+    """More epochs, checkpoint frequency, the monitor and channels_last do not change what a run learns:
+    it resumes (from step 4 to 8) and its config.yaml says what it continued with."""
+    import yaml
+
+    pretrain(tiny_config(run_name="r", **{"train.epochs": 1}))
+    runtime = {
+        "train.epochs": 2,
+        "train.checkpoint_every_n_steps": 2,
+        "train.monitor_every_n_epochs": 0,
+        "train.channels_last": False,
+        "data.num_workers": 0,
+    }
+    paths = RunPaths(pretrain(tiny_config(run_name="r", **runtime)))
+    assert torch.load(paths.last, map_location="cpu", weights_only=False)["global_step"] == 8
+    saved = yaml.safe_load(paths.config.read_text())
+    assert saved["train"]["checkpoint_every_n_steps"] == 2 and saved["train"]["channels_last"] is False
+    assert saved["train"]["epochs"] == 2
 
 
 def test_non_finite_loss_stops_with_message_and_keeps_checkpoint(tiny_config, monkeypatch):

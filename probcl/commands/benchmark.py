@@ -19,7 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from probcl.tasks.benchmark import load_benchmark, rebuild_report, run_benchmark
+    from probcl.tasks.benchmark import run_benchmark
+    from probcl.tasks.benchmark_grid import load_benchmark
+    from probcl.tasks.benchmark_results import rebuild_report
 
     bench, base_dir = load_benchmark(args.config)
     if args.report_only:

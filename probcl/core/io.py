@@ -54,7 +54,17 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def read_json(path: str | os.PathLike, default: Any = None) -> Any:
+    """The JSON content of ``path``, or ``default`` when it does not exist. probcl writes its JSON files
+    atomically, so an unreadable one was damaged from outside (a manual edit, a copy cut short): that is a
+    :class:`RunError` naming the file and the fix, not a traceback."""
     path = Path(path)
     if not path.exists():
         return default
-    return json.loads(path.read_text())
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:  # ValueError: JSONDecodeError and UnicodeDecodeError
+        problem = e.strerror if isinstance(e, OSError) and e.strerror else str(e).splitlines()[0]
+        raise RunError(
+            f"cannot read {path}: {problem}. probcl writes it atomically, so it was damaged outside probcl; "
+            f"restore it from a copy, or delete it and run the command again (what it recorded is redone)"
+        ) from None

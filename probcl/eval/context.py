@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from probcl.config import MAX_SEED
 from probcl.core.runs import RunPaths, load_run, resolve_device
 from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
 from probcl.errors import ConfigError, DatasetError
@@ -59,6 +60,9 @@ class ModelOnData:
             raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
         if self.max_train is not None and self.max_train < 1:
             raise ConfigError(f"--max-train must be >= 1, got {self.max_train}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"--seed must be in [0, {MAX_SEED}], got {self.seed}")
+        resolve_device(self.device)  # a device this machine lacks fails here, before any work
 
     def for_run(self, run_dir: str | Path) -> ModelOnData:
         """The same settings on another run (ensemble members, reference runs), with its own cache."""

@@ -3,17 +3,21 @@ and the cells' run directories, written as ``report.md`` and a self-contained ``
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import yaml
+
+from probcl.config import dotted, recipe
 from probcl.core.io import atomic_write_text, read_json
 from probcl.core.runs import RunPaths, epoch_curve
 from probcl.report import plots
 from probcl.report.controls import controls_table
 from probcl.report.document import Document
 from probcl.report.figures import FIGURES, slug
-from probcl.report.tables import dotted, format_stat, suite_tables
+from probcl.report.tables import format_stat, suite_tables
 
 if TYPE_CHECKING:
     from probcl.report.claims import ClaimResult
@@ -133,6 +137,7 @@ def figures(doc: Document, results: dict, root: Path) -> None:
                 "training curves (mean over seeds)",
             )
             doc.figure(path, f"{label} per epoch, mean over seeds")
+    batch_sweep_figure(doc, results, root)
     evals = {g: [_cell_eval(root, c) for c in _group_cells(results, g)] for g in groups}
     for suite in results["config"]["suites"]:
         if suite not in FIGURES:
@@ -142,6 +147,44 @@ def figures(doc: Document, results: dict, root: Path) -> None:
         if per_group:
             for path, caption in FIGURES.get(suite)(per_group, plot_dir):
                 doc.figure(path, caption)
+
+
+SWEEP_METRICS = {"linear/top1": "linear top-1 %", "knn/top1": "kNN top-1 %"}
+
+
+def batch_sweeps(results: dict, root: Path) -> dict[str, list[tuple[int, str]]]:
+    """Groups trained with the same config except the batch size and seed (e.g. ``simclr``, ``simclr-b16``,
+    ``simclr-b64``), keyed by the family's first group: ``[(batch size, group), ...]`` sorted by batch size.
+    Only families with two or more batch sizes; configs are read from the cells' config.yaml."""
+    families: dict[str, list[tuple[int, str]]] = {}
+    for group in results["groups"]:
+        cells = _group_cells(results, group)
+        config_path = RunPaths(root / cells[0]["run_dir"]).config if cells else None
+        if config_path is None or not config_path.is_file():
+            continue
+        config = recipe(yaml.safe_load(config_path.read_text()))
+        batch = config["train"].pop("batch_size")
+        config["train"].pop("seed")
+        families.setdefault(json.dumps(config, sort_keys=True, default=str), []).append((batch, group))
+    return {members[0][1]: sorted(members) for members in families.values() if len({batch for batch, _ in members}) > 1}
+
+
+def batch_sweep_figure(doc: Document, results: dict, root: Path) -> None:
+    """Accuracy against batch size, mean +- std over seeds, one line per family of :func:`batch_sweeps`."""
+    sweeps = batch_sweeps(results, root)
+    grid = []
+    for key, label in SWEEP_METRICS.items():
+        series = {}
+        for family, members in sweeps.items():
+            stats = [(batch, results["groups"][group]["metrics"].get(key)) for batch, group in members]
+            series[family] = [(b, s["mean"], s["std"] or 0.0) for b, s in stats if s is not None]
+        if any(len(points) > 1 for points in series.values()):
+            grid.append((label, series, label))
+    if grid:
+        path = plots.panels(
+            grid, root / "plots" / "batch-sweep.png", "accuracy vs batch size", xlabel="batch size", log2_x=True
+        )
+        doc.figure(path, "Accuracy vs pretraining batch size (mean ± std over seeds; otherwise identical configs)")
 
 
 def _mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]:

@@ -100,14 +100,20 @@ def curves(
     return save_figure(fig, path)
 
 
-Series = Mapping[str, Sequence[tuple[float, float]]]
+Series = Mapping[str, Sequence[tuple[float, ...]]]  # label -> (x, y) or (x, y, error bar half-width) points
 
 
 def panels(
-    grid: Sequence[tuple[str, Series, str]], path: str | Path, title: str = "", xlabel: str = "step", columns: int = 3
+    grid: Sequence[tuple[str, Series, str]],
+    path: str | Path,
+    title: str = "",
+    xlabel: str = "step",
+    columns: int = 3,
+    log2_x: bool = False,
 ) -> Path:
-    """Small multiples: one panel per ``(title, {label: (x, y) points}, ylabel)``, each with its own y scale;
-    ``title`` above them when there are several."""
+    """Small multiples: one panel per ``(title, {label: points}, ylabel)``, each with its own y scale;
+    ``title`` above them when there are several. Points are ``(x, y)``, or ``(x, y, e)`` for error bars
+    y +- e; ``log2_x`` puts x on a log2 axis ticked at the points' x (e.g. batch sizes)."""
     if not grid:
         raise ConfigError("no panel to plot")
     cols = min(columns, len(grid))
@@ -116,9 +122,18 @@ def panels(
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
     for ax, (name, series, ylabel) in zip(axes, grid):
         for label, points in series.items():
-            if points:
-                xs, ys = zip(*points)
-                ax.plot(xs, ys, marker="o" if len(points) <= 30 else None, ms=3, lw=1.2, label=label)
+            if not points:
+                continue
+            xs, ys, *errors = zip(*points)
+            marker = "o" if len(points) <= 30 else None
+            if errors:
+                ax.errorbar(xs, ys, yerr=errors[0], marker=marker, ms=3, lw=1.2, capsize=3, label=label)
+            else:
+                ax.plot(xs, ys, marker=marker, ms=3, lw=1.2, label=label)
+        if log2_x:
+            ticks = sorted({p[0] for points in series.values() for p in points})
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.set(title=name, xlabel=xlabel, ylabel=ylabel)
         ax.grid(alpha=0.3)
         if len(series) > 1:

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import yaml
 
+from probcl.config import dotted
 from probcl.core.io import atomic_write_text, read_json
 from probcl.core.runs import RunPaths, read_metrics
 from probcl.errors import ConfigError
 from probcl.report import plots
 from probcl.report.document import Document
 from probcl.report.figures import FIGURES
-from probcl.report.tables import dotted, run_groups, suite_table, suite_title
+from probcl.report.tables import run_groups, suite_table, suite_title
 
 Points = list[tuple[float, float]]
 

@@ -51,17 +51,6 @@ def format_stat(stat: dict | None) -> str:
     return text + (f" ± {stat['std']:.{digits}f}" if stat.get("std") is not None else "")
 
 
-def dotted(tree: dict, prefix: str = "") -> dict:
-    """Nested settings as {"section.key": value}."""
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict) and value:
-            out.update(dotted(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def result_keys(results: dict) -> list[str]:
     """The result keys (``suite``, ``suite@layer``) of registered suites present in ``results["groups"]``, in order."""
     keys = dict.fromkeys(k.split("/")[0] for g in results["groups"].values() for k in g["metrics"])

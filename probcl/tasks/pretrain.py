@@ -22,13 +22,14 @@ from lightning.pytorch.callbacks import Callback, LearningRateMonitor, ModelChec
 from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
-from probcl.config import Config, ConfigError, TrainConfig, from_dict, save_config
+from probcl.config import Config, ConfigError, TrainConfig, from_dict, recipe_changes, save_config
 from probcl.core.io import atomic_write
 from probcl.core.loggers import check_loggers, extra_loggers
 from probcl.core.metrics_log import JsonlLogger
 from probcl.core.resume import ExactResume, GracefulStop, ResumableLoader
 from probcl.core.runs import RunLock, RunPaths, move_aside
 from probcl.data.datasets import ImageSource, TensorImages, load_dataset, random_subset
+from probcl.errors import RunError
 from probcl.eval.features import extract
 from probcl.eval.knn import topk_accuracy, weighted_knn_scores
 from probcl.methods import METHODS, DataInfo, SSLMethod
@@ -145,16 +146,38 @@ def _monitor_sets(cfg: Config, train: ImageSource, seed: int) -> tuple[TensorIma
     return train_mon.to_memory(workers), test_mon.to_memory(workers)
 
 
+DAMAGED = (
+    "probcl writes it atomically, so it was changed outside probcl: restore it from a copy, or start over "
+    "with --no-resume (moves this run's files aside)"
+)
+
+
+def _check_checkpoint(path: Path) -> None:
+    """Refuse to resume from a checkpoint that cannot be read (cut short, garbled) with one RunError."""
+    try:  # mmap: the tensors are not read; a cut-short or garbled archive still fails here
+        torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means the same thing here
+        problem = str(e).splitlines()[0].split(". ")[0].rstrip(".")
+        raise RunError(f"cannot resume from {path}: {problem}. {DAMAGED}") from None
+
+
 def _check_resume_config(paths: RunPaths, cfg: Config) -> None:
-    """Refuse to resume a run whose saved config differs (except epochs) from the requested one."""
-    saved = from_dict(Config, yaml.safe_load(paths.config.read_text())).to_dict()
-    new = cfg.to_dict()
+    """Refuse to resume a run whose saved recipe differs from the requested one (epochs may grow; locations,
+    hardware, logging and checkpoint frequency may change: :func:`probcl.config.recipe`); a damaged saved
+    config is one RunError."""
+    try:
+        tree = yaml.safe_load(paths.config.read_text())
+    except (yaml.YAMLError, OSError, ValueError) as e:
+        raise RunError(f"cannot read {paths.config} to resume: {' '.join(str(e).split())}. {DAMAGED}") from None
+    if not isinstance(tree, dict):
+        raise RunError(f"cannot read {paths.config} to resume: it holds no config mapping. {DAMAGED}")
+    saved, new = from_dict(Config, tree).to_dict(), cfg.to_dict()
     saved["train"]["epochs"] = new["train"]["epochs"]
-    diffs = [k for k in new if saved.get(k) != new.get(k)]
-    if diffs:
+    changes = recipe_changes(saved, new)
+    if changes:
         raise ConfigError(
-            f"{paths.root} holds a run with a different config (sections differ: {', '.join(diffs)}). "
-            f"Use a new --run-dir, or --no-resume to start over in this one."
+            f"{paths.root} holds a run trained with other settings: {'; '.join(changes)}. "
+            f"Resume with the saved settings, use a new --run-dir, or --no-resume to start over in this one."
         )
 
 
@@ -216,8 +239,10 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
     ckpt_path = paths.last if paths.last.exists() and resume is not False else None
     if resume and ckpt_path is None:
         raise ConfigError(f"--resume given but {paths.last} does not exist")
-    if ckpt_path is not None and paths.config.exists():
-        _check_resume_config(paths, cfg)
+    if ckpt_path is not None:
+        _check_checkpoint(ckpt_path)
+        if paths.config.exists():
+            _check_resume_config(paths, cfg)
     method_cls = METHODS.get(cfg.method)
     hp = method_cls.params(cfg)  # validated once, before loading data; the model receives it
     pl.seed_everything(cfg.train.seed, workers=True, verbose=False)
@@ -230,7 +255,7 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
     if len(train) < t.batch_size:
         raise ConfigError(f"train.batch_size={t.batch_size} exceeds the {len(train)} training images; lower it")
     info = data_info_for(cfg, train)
-    if ckpt_path is None and _is_rank_zero():
+    if _is_rank_zero():  # a resumed run records the settings it continues with (more epochs, another logger)
         paths.root.mkdir(parents=True, exist_ok=True)
         save_config(cfg, paths.config)
     model = method_cls(cfg, info, hp)

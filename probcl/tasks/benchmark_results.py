@@ -1,0 +1,173 @@
+"""A benchmark's results: ``results.json`` (every cell's scalar metrics and their mean/std over seeds), the
+reports, and the ``publish`` mirror of finished cells' small files that lets a study be committed as it goes
+and resumed from a fresh checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import statistics
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+from probcl.config import Config, ConfigError, recipe, to_plain
+from probcl.core.io import atomic_write_json, read_json
+from probcl.core.runs import RunPaths
+from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source
+
+CELL_FILE = "cell.json"  # a cell's training record: its config, time, and error if it failed
+
+
+def hardware() -> dict:
+    """What the benchmark ran on."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [
+            line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")
+        ]
+        cpu = names[0] if names else cpu
+    return {
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
+    """results.json content: every cell's scalar metrics and, per group, their mean/std over seeds."""
+    from probcl.tasks.evaluate import scalar_metrics
+
+    rows = []
+    for cell in cells:
+        run_dir = root / "cells" / cell.name
+        record = read_json(run_dir / CELL_FILE, {})
+        metrics = {}
+        for suite, result in read_json(RunPaths(run_dir).eval, {}).items():
+            metrics.update({f"{suite}/{k}": v for k, v in scalar_metrics(result).items()})
+        if "seconds_per_epoch" in record:
+            metrics["train/seconds_per_epoch"] = record["seconds_per_epoch"]
+        rows.append(
+            {
+                "name": cell.name,
+                "group": cell.group,
+                "method": cell.method,
+                "method_name": record.get("config", {}).get("method"),
+                "seed": cell.seed,
+                "batch_size": record.get("config", {}).get("train", {}).get("batch_size"),
+                "run_dir": str(Path("cells") / cell.name),
+                "error": record.get("error"),
+                "train": {k: record.get(k) for k in ("seconds", "epochs", "seconds_per_epoch", "started_at_epoch")},
+                "metrics": metrics,
+            }
+        )
+    groups: dict[str, dict] = {}
+    for row in rows:
+        group = groups.setdefault(row["group"], {"method": row["method"], "cells": [], "metrics": {}})
+        group["cells"].append(row["name"])
+    for name, group in groups.items():
+        members = [r for r in rows if r["group"] == name and not r["error"]]
+        keys = dict.fromkeys(k for r in members for k in r["metrics"])
+        for key in keys:
+            values = [r["metrics"][key] for r in members if key in r["metrics"]]
+            group["metrics"][key] = {
+                "mean": statistics.fmean(values),
+                "n": len(values),
+                "std": statistics.stdev(values) if len(values) > 1 else None,
+            }
+    return {
+        "title": bench.title,
+        "description": bench.description,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "hardware": hardware(),
+        "config": to_plain(bench),
+        "cells": rows,
+        "groups": groups,
+    }
+
+
+PUBLISHED_FILES = ("config.yaml", "eval.json", "metrics.jsonl", CELL_FILE)  # cell.json last: it marks a copy done
+
+
+def cell_complete(bench: BenchmarkConfig, run_dir: Path) -> bool:
+    """Trained without error and every suite of the benchmark in its eval.json."""
+    record = read_json(run_dir / CELL_FILE)
+    done = read_json(RunPaths(run_dir).eval, {})
+    return record is not None and not record.get("error") and all(s in done for s in bench.suites)
+
+
+def _copy_files(source: Path, dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in PUBLISHED_FILES:
+        if (source / name).exists():
+            shutil.copyfile(source / name, dest / f".{name}.tmp")
+            os.replace(dest / f".{name}.tmp", dest / name)
+
+
+def publish_cell(root: Path, cell: Cell, target: Path) -> None:
+    """Mirror a cell's small files (no checkpoints) into ``target/cells/<cell>``."""
+    _copy_files(root / "cells" / cell.name, target / "cells" / cell.name)
+
+
+def restore_published(
+    bench: BenchmarkConfig, cells: list[Cell], configs: dict[Cell, Config], root: Path, log: Callable[[str], None]
+) -> None:
+    """Bring back into ``root`` the complete cells that ``publish`` holds but ``root`` lacks (a later session,
+    a fresh checkout): they count as done (no checkpoint: they are not trained or evaluated again)."""
+    if not bench.publish:
+        return
+
+    def published_complete(cell: Cell) -> bool:
+        return cell_complete(bench, Path(bench.publish or "") / "cells" / cell.name)
+
+    for cell in cells:
+        source, dest = Path(bench.publish) / "cells" / cell.name, root / "cells" / cell.name
+        dependents = [c for c in cells if init_source(bench, c.method) == cell.method and c.seed == cell.seed]
+        if not all(published_complete(c) for c in dependents):
+            continue  # a cell still to train starts from this one's checkpoint: train it again
+        record = read_json(source / CELL_FILE)
+        if (dest / CELL_FILE).exists() or record is None or not cell_complete(bench, source):
+            continue
+        if recipe(record["config"]) != recipe(to_plain(configs[cell].to_dict())):
+            log(f"not restoring {cell.name}: {source} was trained with another config")
+            continue
+        _copy_files(source, dest)
+        atomic_write_json(dest / CELL_FILE, {**record, "restored": str(source)})
+        log(f"restored {cell.name} from {source}")
+
+
+def rebuild_report(bench: BenchmarkConfig, out: str | Path | None = None, log: Callable[[str], None] = print) -> Path:
+    """Write results.json, report.md and report.html from the cells present under the output folder."""
+    from probcl.report.benchmark_report import write_report
+
+    root = Path(out or bench.out)
+    cells = [c for c in grid(bench) if (root / "cells" / c.name / CELL_FILE).exists()]
+    if not cells:
+        raise ConfigError(f"no trained cell under {root / 'cells'}; run `probcl benchmark` without --report-only first")
+    results = collect(bench, cells, root)
+    atomic_write_json(root / "results.json", results)
+    md, html_path = write_report(results, root, bench.headline)
+    log(f"results in {root / 'results.json'}, report in {md} and {html_path}")
+    if bench.publish:
+        target = Path(bench.publish)
+        for cell in cells:
+            if cell_complete(bench, root / "cells" / cell.name):
+                publish_cell(root, cell, target)
+        published_cells = [c for c in grid(bench) if (target / "cells" / c.name / CELL_FILE).exists()]
+        if not published_cells:
+            return root
+        published = collect(bench, published_cells, target)
+        published["created"] = results["created"]
+        atomic_write_json(target / "results.json", published)
+        write_report(published, target, bench.headline)
+        log(f"published to {target}")
+    return root
