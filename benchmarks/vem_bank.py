@@ -48,8 +48,8 @@ from lightning.pytorch.callbacks import Callback
 import probcl
 from probcl.config import parse_override_value, to_plain
 from probcl.core.io import atomic_write_json, read_json
-from probcl.core.metrics_log import read_rows
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
+from probcl.core.metrics_file import read_rows
 from probcl.tasks.benchmark_grid import Cell, cell_config, load_benchmark
 from probcl.tasks.benchmark_results import hardware
 
@@ -221,8 +221,8 @@ def final_state(cfg, run_dir: Path, images: int = FINAL_IMAGES) -> dict:
     if path.exists():
         return read_json(path)
     from probcl.data.datasets import TensorImages, load_dataset, random_subset
+    from probcl.data.info import data_info_for
     from probcl.methods import METHODS
-    from probcl.tasks.pretrain import data_info_for
 
     d = cfg.data
     train = load_dataset(d.dataset, "train", d.root, d.download, d.image_size)

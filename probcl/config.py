@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 
+from probcl.core.io import atomic_write_text
 from probcl.errors import ConfigError
 
 
@@ -475,6 +476,4 @@ def load_config(path: str | os.PathLike | None = None, overrides: dict[str, Any]
 
 def save_config(cfg: Config, path: str | os.PathLike) -> None:
     """Write the resolved config as YAML, atomically."""
-    from probcl.core.io import atomic_write_text
-
     atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -9,9 +9,9 @@ import pytest
 import torch
 from torchmetrics.functional.classification import multiclass_calibration_error
 
+from probcl.core.calibration_bins import calibration_errors
 from probcl.eval.calibration import (
     brier_score,
-    calibration_errors,
     calibration_metrics,
     fit_temperature,
     reliability_bins,

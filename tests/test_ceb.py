@@ -11,7 +11,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from probcl.config import ConfigError, from_dict
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
 from probcl.distributions.vmf import VonMisesFisher
 from probcl.eval.lipschitz import local_lipschitz, perturb
 from probcl.losses.ceb import c_simclr_loss, residual_information

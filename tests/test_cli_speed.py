@@ -38,16 +38,18 @@ def test_help_and_list_import_no_heavy_module():
 
 def test_catalog_equals_the_registries():
     from probcl.data.datasets import dataset_names
+    from probcl.data.specs import SPEC_FORMS
     from probcl.eval import SUITES
     from probcl.methods import METHODS
 
     assert catalog.method_names() == METHODS.names()
     assert catalog.suite_names() == SUITES.names()
-    assert catalog.dataset_names() == dataset_names()
+    assert catalog.dataset_names() + SPEC_FORMS == dataset_names()
+    assert catalog.suite_titles() == {name: SUITES.get(name).title for name in SUITES.names()}
 
 
 def test_probcl_load_is_still_public():
     import probcl
-    from probcl.core.runs import load
+    from probcl.runs.loading import load
 
     assert probcl.load is load

@@ -333,7 +333,8 @@ def test_one_epoch_run_checkpoints_the_buffer_and_samples_a_png(tiny_config, tmp
     import matplotlib.image
 
     from probcl.cli import main
-    from probcl.core.runs import RunPaths, read_metrics
+    from probcl.core.layout import RunPaths
+    from probcl.core.metrics_file import read_metrics
     from probcl.methods.ebclr import BUFFER_KEY
     from probcl.tasks.pretrain import pretrain
 
@@ -351,7 +352,7 @@ def test_one_epoch_run_checkpoints_the_buffer_and_samples_a_png(tiny_config, tmp
 
 
 def test_resumed_run_continues_exactly_with_its_buffer(tiny_config):
-    from probcl.core.runs import RunPaths
+    from probcl.core.layout import RunPaths
     from probcl.tasks.pretrain import pretrain
 
     same = {**TINY, "train.monitor_every_n_epochs": 0, "optim.schedule": "constant"}  # lr independent of epochs

@@ -23,7 +23,7 @@ from conftest import reproducible_rows
 from lightning.pytorch.callbacks import Callback
 
 from probcl.core.io import atomic_write
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
 from probcl.tasks.pretrain import AtomicCheckpointIO, pretrain
 
 # 2 epochs x 4 batches of 16, a checkpoint every 2 steps: the last.ckpt before step k is at 2 * (k // 2).

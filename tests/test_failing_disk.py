@@ -8,7 +8,7 @@ import tempfile
 import pytest
 import torch
 
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
 from probcl.errors import RunError
 from probcl.tasks.evaluate import evaluate_run
 from probcl.tasks.pretrain import pretrain
@@ -67,7 +67,7 @@ def test_failed_metrics_append_leaves_no_torn_row(tiny_config, monkeypatch):
         real_write(fd, data[: len(data) // 2])
         _disk_full()
 
-    monkeypatch.setattr("probcl.core.metrics_log.os.write", half_then_full)
+    monkeypatch.setattr("probcl.runs.metrics_log.os.write", half_then_full)
     with pytest.raises(RunError, match="cannot write .*metrics.jsonl"):
         pretrain(tiny_config(run_name="metrics", **{"train.epochs": 2}))
     assert paths.metrics.read_bytes() == before

@@ -9,7 +9,8 @@ import sys
 import pytest
 from conftest import reproducible_rows
 
-from probcl.core.runs import RunLock, RunPaths
+from probcl.core.layout import RunPaths
+from probcl.core.run_lock import RunLock
 from probcl.errors import RunError
 from probcl.tasks.pretrain import pretrain
 

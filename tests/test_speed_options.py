@@ -9,7 +9,7 @@ import json
 import torch
 
 from probcl.config import load_config
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
 from probcl.models.backbones import SmallCNN
 from probcl.tasks.pretrain import pretrain
 
@@ -32,8 +32,8 @@ def test_methods_train_in_the_configured_memory_format(tiny_config):
     from dataclasses import asdict
 
     from probcl.data.datasets import load_dataset
+    from probcl.data.info import data_info_for
     from probcl.methods import METHODS
-    from probcl.tasks.pretrain import data_info_for
 
     for channels_last, expected in ((True, torch.channels_last), (False, torch.contiguous_format)):
         cfg = tiny_config(**{"train.channels_last": channels_last})

@@ -16,7 +16,7 @@ from sklearn.neighbors import NearestNeighbors
 import probcl
 from probcl.cli import main
 from probcl.config import ConfigError, ModelConfig, load_config
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
 from probcl.data.datasets import load_dataset
 from probcl.losses.tau import tau_info_nce_loss, tau_nt_xent_loss
 from probcl.models.backbones import build_backbone

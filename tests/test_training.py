@@ -7,7 +7,7 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 import probcl
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
 from probcl.methods import TrainingDivergedError
 from probcl.tasks.pretrain import pretrain
 

@@ -236,7 +236,8 @@ def test_bank_is_identical_across_two_ddp_ranks_and_equals_one_process(tmp_path)
 )
 def test_tiny_pretraining_writes_a_loadable_checkpoint(tiny_config, method, args):
     import probcl
-    from probcl.core.runs import RunPaths, read_metrics
+    from probcl.core.layout import RunPaths
+    from probcl.core.metrics_file import read_metrics
     from probcl.tasks.pretrain import pretrain
 
     bank_args = {} if method == "vem-image" else {"bank_size": 48}

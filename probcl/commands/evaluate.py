@@ -149,7 +149,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         title = f"evaluation of {args.run}"
     else:
         from probcl.config import DataConfig
-        from probcl.eval.encoder import load_encoder
+        from probcl.models.encoder import load_encoder
         from probcl.tasks.evaluate import evaluate_encoder, format_table
 
         encoder = load_encoder(

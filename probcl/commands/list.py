@@ -15,10 +15,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.core.catalog import dataset_names, method_names, suite_names
     from probcl.core.presets import list_presets
+    from probcl.data.specs import SPEC_FORMS
 
     groups = {
         "methods": method_names(),
-        "datasets": dataset_names(),
+        "datasets": dataset_names() + SPEC_FORMS,
         "suites": suite_names(),
         "presets": list_presets(),
     }

@@ -24,8 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
-from probcl.core.catalog import CLASS_FILTER, SPEC_FORMS
+from probcl.core.progress import progress
 from probcl.core.registry import Registry
+from probcl.data.specs import CLASS_FILTER, SPEC_FORMS
 from probcl.errors import ConfigError, DatasetError
 
 if TYPE_CHECKING:
@@ -238,8 +239,6 @@ class FolderImages(ImageSource):
 def image_batches(data: Dataset, batch_size: int, num_workers: int, description: str) -> Iterator:
     """(uint8 images or None, labels, indices, skipped indices) per batch of ``data`` in order, with a
     progress bar; unreadable images are skipped (see :func:`collate_skip_corrupt`)."""
-    from probcl.core.progress import progress
-
     loader = DataLoader(
         data, batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate_skip_corrupt
     )

@@ -1,6 +1,6 @@
 """One trained model on data: the layer that the evaluation suites and ``probcl score`` share.
 
-:class:`ModelOnData` loads a run's model once (or takes a :class:`~probcl.eval.encoder.ForeignEncoder`:
+:class:`ModelOnData` loads a run's model once (or takes a :class:`~probcl.models.encoder.ForeignEncoder`:
 any encoder with its preprocessing, no run directory), conforms datasets to its input (channels,
 size; the training split capped to a seeded ``max_train`` subset), runs batches through the
 model's public API (``embed``, ``project`` and, for :class:`HasUncertainty` methods,
@@ -20,14 +20,17 @@ import torch
 import torch.nn.functional as F
 
 from probcl.config import MAX_SEED
-from probcl.core.runs import RunPaths, load_run, resolve_device
+from probcl.core.devices import resolve_device
+from probcl.core.layout import RunPaths
 from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
+from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, DatasetError
-from probcl.eval.encoder import ForeignEncoder
 from probcl.eval.features import extract, pixel_features
 from probcl.eval.linear import LinearProbe, linear_probe
-from probcl.methods.base import DataInfo, SSLMethod
+from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import HasUncertainty
+from probcl.models.encoder import ForeignEncoder
+from probcl.runs.loading import load_run
 
 FEATURE_LAYERS = ("backbone", "projection", "pixels")
 

@@ -42,8 +42,8 @@ from probcl.methods.capabilities import EnergyModel, HasUncertainty, StochasticE
 
 if TYPE_CHECKING:  # the context loads models (Lightning); this module's scores must import without it
     from probcl.eval.context import ModelOnData
-    from probcl.eval.encoder import ForeignEncoder
     from probcl.methods.base import SSLMethod
+    from probcl.models.encoder import ForeignEncoder
 
 COMBINED = "combined"
 # What each score measures (higher = more OOD); {k} is the kNN neighbour count.

@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from probcl.core.io import atomic_write
+
 OutputFns = dict[str, Callable[[torch.Tensor], torch.Tensor]]
 TOLERANCE = 1e-4  # max |exported - eager| / (1 + max |eager|) accepted for every output
 
@@ -52,8 +54,6 @@ def export_outputs(owner: nn.Module, fns: OutputFns, images: torch.Tensor, path:
     match the eager model's within :data:`TOLERANCE` at the full batch and at a batch of one, else
     ``RuntimeError`` (the caller keeps the model path).
     """
-    from probcl.core.io import atomic_write
-
     if len(images) < 2:
         raise RuntimeError("exporting the scoring network needs a batch of at least 2 images")
     module = ModelOutputs(owner, fns).eval()

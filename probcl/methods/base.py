@@ -28,6 +28,7 @@ from probcl.config import Config, from_dict
 from probcl.core.distributed import world_size
 from probcl.core.registry import Registry
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
+from probcl.data.info import DataInfo
 from probcl.errors import TrainingDivergedError
 from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.models.backbones import build_backbone, memory_format_for
@@ -40,18 +41,6 @@ if TYPE_CHECKING:
     from probcl.models.inference import ImageInput
 
 METHODS: Registry[type[SSLMethod]] = Registry("method")
-
-
-@dataclass
-class DataInfo:
-    """What a model needs to know about its training data; stored in every checkpoint."""
-
-    dataset: str
-    channels: int
-    image_size: int
-    num_classes: int | None
-    mean: list[float]
-    std: list[float]
 
 
 @dataclass

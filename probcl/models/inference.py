@@ -23,13 +23,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 
+from probcl.data.datasets import decode_image, pil_to_uint8
+from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, DatasetError
 
 if TYPE_CHECKING:
     from PIL.Image import Image as PILImage
 
-    from probcl.data.augment import Normalizer
-    from probcl.methods.base import DataInfo
+    from probcl.data.augment import Normalizer  # the annotation only: views (kornia) stay unloaded
 
     OneImage: TypeAlias = torch.Tensor | PILImage | str | os.PathLike[str]
     ImageInput: TypeAlias = OneImage | Sequence[OneImage]
@@ -46,8 +47,6 @@ def as_image_batch(images: ImageInput, channels: int, image_size: int) -> torch.
     if isinstance(images, torch.Tensor):
         return _checked_tensor(images, channels)
     if isinstance(images, Image):
-        from probcl.data.datasets import pil_to_uint8
-
         return pil_to_uint8(images, image_size, channels)[None]
     if isinstance(images, (str, os.PathLike)):
         return _read_file(Path(images), image_size, channels)
@@ -95,8 +94,6 @@ def _checked_tensor(images: torch.Tensor, channels: int) -> torch.Tensor:
 
 
 def _read_file(path: Path, image_size: int, channels: int) -> torch.Tensor:
-    from probcl.data.datasets import decode_image
-
     if path.is_dir():
         raise DatasetError(
             f"{path} is a folder, not an image file: pass its files (or score the folder with "

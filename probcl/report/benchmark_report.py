@@ -12,7 +12,8 @@ import yaml
 
 from probcl.config import dotted, recipe
 from probcl.core.io import atomic_write_text, read_json
-from probcl.core.runs import RunPaths, epoch_curve
+from probcl.core.layout import RunPaths
+from probcl.core.metrics_file import epoch_curve
 from probcl.report import plots
 from probcl.report.controls import controls_table
 from probcl.report.document import Document

@@ -11,7 +11,7 @@ from pathlib import PurePath
 from typing import Any
 
 import numpy as np
-import torch
+from PIL import Image
 
 THUMBNAIL_PX = 96  # displayed size; small images are upscaled without smoothing
 
@@ -26,11 +26,10 @@ figcaption {{ word-break: break-all; }}
 """
 
 
-def png_data_uri(image: torch.Tensor) -> str:
-    """A uint8 (C, H, W) image as a ``data:image/png;base64,...`` URI."""
-    from PIL import Image
-
-    array = image.detach().cpu().numpy().astype(np.uint8)
+def png_data_uri(image: Any) -> str:
+    """A uint8 (C, H, W) image (a NumPy array, or anything ``np.asarray`` takes: a CPU tensor) as a
+    ``data:image/png;base64,...`` URI."""
+    array = np.asarray(image).astype(np.uint8)
     pil = Image.fromarray(array[0] if array.shape[0] == 1 else array.transpose(1, 2, 0))
     buffer = io.BytesIO()
     pil.save(buffer, format="PNG")

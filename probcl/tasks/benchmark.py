@@ -25,7 +25,7 @@ import torch
 
 from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, atomic_write_text, read_json
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
 from probcl.errors import RunError
 from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, cell_config, grid, init_source, method_seeds
 from probcl.tasks.benchmark_results import CELL_FILE, rebuild_report, restore_published

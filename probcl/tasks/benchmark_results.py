@@ -17,7 +17,7 @@ import torch
 
 from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, read_json
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
 from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source
 
 CELL_FILE = "cell.json"  # a cell's training record: its config, time, and error if it failed

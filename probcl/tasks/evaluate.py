@@ -12,10 +12,11 @@ from typing import Any
 from torch import nn
 
 from probcl.core.io import atomic_write_json, read_json
-from probcl.core.runs import RunLock, RunPaths, find_checkpoint
+from probcl.core.layout import RunPaths, find_checkpoint
+from probcl.core.run_lock import RunLock
 from probcl.errors import ConfigError
 from probcl.eval import SUITES, ModelOnData
-from probcl.eval.encoder import ForeignEncoder, wrap_encoder
+from probcl.models.encoder import ForeignEncoder, wrap_encoder
 from probcl.report.tables import scalar_metrics
 
 
@@ -107,7 +108,7 @@ def evaluate(
     ``encoder``: an ``nn.Module`` mapping normalized (N, C, H, W) images to features (flattened to (N, d);
     put in eval mode and moved to ``device``), evaluated on ``dataset`` (a spec as for ``--dataset``) with
     inputs conformed to ``channels`` x ``image_size`` and normalized by ``mean``/``std`` (defaults: the
-    dataset's; see :func:`probcl.eval.encoder.preprocessing`); or a probcl run directory / .ckpt, evaluated
+    dataset's; see :func:`probcl.models.encoder.preprocessing`); or a probcl run directory / .ckpt, evaluated
     on its training data as ``probcl evaluate RUN`` does (results merged into RUN/eval.json).
     ``suites``: names or ``["all"]``; ``options``: ``{suite: {key: value}}`` (the ``--option`` values).
     With ``out`` (a folder), the results of an encoder are merged into OUT/eval.json and figures drawn

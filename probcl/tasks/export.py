@@ -10,7 +10,7 @@ The output folder (default ``RUN/export/``) holds
 - with ``--format onnx``, also ``model.onnx``: input ``images``, float in [0, 1], (N, C, H, W) with any N;
   the normalisation is inside the graph; output ``features`` (N, feature_dim).
 
-``probcl.load(FOLDER)`` reads the folder back (:func:`probcl.core.runs.load`). ``--out FILE.safetensors``
+``probcl.load(FOLDER)`` reads the folder back (:func:`probcl.runs.loading.load`). ``--out FILE.safetensors``
 (or ``.pt`` / ``.onnx``) writes that one file and its config as ``FILE.json`` beside it instead.
 """
 
@@ -27,11 +27,12 @@ from torch import nn
 import probcl
 from probcl.config import to_plain
 from probcl.core.io import atomic_write, atomic_write_json
-from probcl.core.runs import RunPaths, load_run
+from probcl.core.layout import EXPORT_CONFIG, EXPORT_FORMAT, EXPORT_WEIGHTS, RunPaths
 from probcl.data.augment import Normalizer
 from probcl.errors import ConfigError, RunError
 from probcl.methods.base import SSLMethod
-from probcl.models.pretrained import BACKBONE_FIELDS, EXPORT_CONFIG, EXPORT_FORMAT, EXPORT_WEIGHTS
+from probcl.models.pretrained import BACKBONE_FIELDS
+from probcl.runs.loading import load_run
 
 FORMATS = ("safetensors", "onnx", "pt")
 ONNX_FILE = "model.onnx"

@@ -24,17 +24,17 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 
 from probcl.config import Config, ConfigError, TrainConfig, from_dict, recipe_changes, save_config
 from probcl.core.io import atomic_write
-from probcl.core.loggers import check_loggers, extra_loggers
-from probcl.core.metrics_log import JsonlLogger
-from probcl.core.resume import ExactResume, GracefulStop, ResumableLoader
-from probcl.core.runs import RunLock, RunPaths, move_aside
+from probcl.core.layout import RunPaths
+from probcl.core.run_lock import RunLock, move_aside
 from probcl.data.datasets import ImageSource, TensorImages, load_dataset, random_subset
+from probcl.data.info import data_info_for
 from probcl.errors import RunError
 from probcl.eval.features import extract
 from probcl.eval.knn import topk_accuracy, weighted_knn_scores
-from probcl.methods import METHODS, DataInfo, SSLMethod
-
-STAT_SAMPLES = 10000  # images used to estimate the per-channel mean/std
+from probcl.methods import METHODS, SSLMethod
+from probcl.runs.loggers import check_loggers, extra_loggers
+from probcl.runs.metrics_log import JsonlLogger
+from probcl.runs.resume import ExactResume, GracefulStop, ResumableLoader
 
 
 class _DropTips(logging.Filter):
@@ -116,18 +116,6 @@ class OnlineMonitor(Callback):
             metrics["monitor/probe_top1"] = topk_accuracy(logits, test_y, (1,))["top1"]
         pl_module.train(was_training)
         return metrics
-
-
-def data_info_for(cfg: Config, train: ImageSource) -> DataInfo:
-    """Channels, size, classes and normalisation statistics of the training data."""
-    if cfg.augment.normalize == "symmetric":
-        mean, std = [0.5] * train.channels, [0.5] * train.channels
-    else:
-        sampled = train.subset(random_subset(len(train), min(len(train), STAT_SAMPLES)))
-        images = sampled.to_memory(cfg.data.num_workers).images
-        pixels = images.float().div(255.0).transpose(0, 1).reshape(train.channels, -1)
-        mean, std = pixels.mean(1).tolist(), pixels.std(1).clamp_min(1e-3).tolist()
-    return DataInfo(cfg.data.dataset, train.channels, train.image_size, train.num_classes, mean, std)
 
 
 def _monitor_sets(cfg: Config, train: ImageSource, seed: int) -> tuple[TensorImages, TensorImages] | None:

@@ -15,11 +15,14 @@ from typing import Literal
 
 import torch
 
+from probcl.core.layout import RunPaths
 from probcl.data.datasets import ImageSource, load_dataset
 from probcl.errors import ConfigError
+from probcl.methods import METHODS
 from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import EnergyModel
 from probcl.report.plots import save_figure
+from probcl.runs.loading import load_run
 from probcl.samplers.sgld import proximal_sgld
 
 Start = Literal["noise", "data"]
@@ -36,8 +39,6 @@ class DrawnSamples:
 
 def energy_model_methods() -> list[str]:
     """Names of the registered methods that declare :class:`EnergyModel`."""
-    from probcl.methods import METHODS
-
     return [name for name in METHODS.names() if issubclass(METHODS.get(name), EnergyModel)]
 
 
@@ -135,8 +136,6 @@ def sample_run(
     **options,
 ) -> tuple[Path, DrawnSamples]:
     """Load a run, draw samples (see :func:`draw_samples` for ``options``) and save the grid."""
-    from probcl.core.runs import RunPaths, load_run
-
     model = load_run(run, checkpoint, device)
     info = model.data_info
     spec = data or model.cfg.data.dataset

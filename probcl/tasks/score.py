@@ -36,8 +36,9 @@ from typing import IO, Any
 
 import torch
 
+from probcl.core.devices import resolve_device
 from probcl.core.io import atomic_write, atomic_write_json, atomic_write_text
-from probcl.core.runs import RunPaths, find_checkpoint, resolve_device
+from probcl.core.layout import RunPaths, find_checkpoint
 from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
 from probcl.errors import ConfigError, DatasetError, RunError
 from probcl.eval.id_reference import COMBINED, IdReference, ReferenceOptions, check_names, with_input_statistics

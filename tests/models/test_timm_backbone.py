@@ -14,8 +14,8 @@ import probcl
 from probcl.cli import main
 from probcl.config import ModelConfig, from_dict, load_config
 from probcl.errors import ConfigError
-from probcl.eval.encoder import load_encoder
 from probcl.models.backbones import build_backbone
+from probcl.models.encoder import load_encoder
 
 
 def test_config_accepts_timm_names_and_rejects_unknown_ones():

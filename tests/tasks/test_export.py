@@ -126,7 +126,7 @@ def test_bad_input_gets_one_clear_error(run, tmp_path, monkeypatch, capsys):
     with pytest.raises(RunError, match="ONNX graph: run it with onnxruntime"):
         probcl.load(onnx)
     with pytest.raises(RunError, match="exported backbone, not a run"):
-        from probcl.core.runs import load_run
+        from probcl.runs.loading import load_run
 
         load_run(out.parent)
     with pytest.raises(ConfigError, match="does not fit --format onnx"):

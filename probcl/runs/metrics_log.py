@@ -14,20 +14,8 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.loggers import Logger
 
 from probcl.core.io import atomic_write_text, write_error
+from probcl.core.metrics_file import read_rows
 from probcl.errors import RunError
-
-
-def read_rows(path: Path) -> list[dict]:
-    """The rows of a metrics.jsonl file; a torn last line (a kill mid-write) is ignored."""
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return rows
 
 
 class JsonlLogger(Logger):

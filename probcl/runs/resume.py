@@ -29,7 +29,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from probcl.core.distributed import rank, world_size
-from probcl.core.metrics_log import JsonlLogger
+from probcl.runs.metrics_log import JsonlLogger
 from probcl.errors import RunError
 
 _SEED_STRIDE = 1_000_003  # a prime: (seed, step, rank) -> distinct seeds for any realistic run

@@ -23,19 +23,14 @@ import torch
 from torch import nn
 
 from probcl.config import TIMM_PREFIX, Config, DataConfig, ModelConfig, from_dict
+from probcl.core.layout import WEIGHT_SUFFIXES
 from probcl.data.augment import Normalizer
 from probcl.data.datasets import load_dataset
+from probcl.data.info import DataInfo, data_info_for
 from probcl.errors import ConfigError
-from probcl.methods.base import DataInfo
 from probcl.models.backbones import build_backbone, timm_classifier
 from probcl.models.inference import Inference
-from probcl.models.pretrained import (
-    CLASSIFIER_PREFIX,
-    WEIGHT_SUFFIXES,
-    describe_pretrained,
-    load_state_,
-    pretrained_state,
-)
+from probcl.models.pretrained import CLASSIFIER_PREFIX, describe_pretrained, load_state_, pretrained_state
 
 TORCHVISION_PREFIX = "torchvision:"  # --model.backbone torchvision:<name>: any model of torchvision.models
 
@@ -97,8 +92,6 @@ def preprocessing(
 ) -> DataInfo:
     """The inputs an encoder gets on ``dataset``: the given values, the rest from the dataset (its channels,
     native size, classes, and the per-channel mean/std of its training images, as probcl's runs use)."""
-    from probcl.tasks.pretrain import data_info_for
-
     train = load_dataset(dataset, "train", data_root, False, image_size, channels)
     stats = data_info_for(Config(data=DataConfig(dataset=dataset)), train)
     mean, std = list(mean or stats.mean), list(std or stats.std)
