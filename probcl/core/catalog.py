@@ -2,7 +2,7 @@
 
 Registration stays where it is (``@METHODS.register("simclr")`` next to each class); this module finds
 those calls with :mod:`ast` in a package's modules, so listing names costs milliseconds instead of
-the seconds it takes to import the deep-learning stack. ``tests/test_cli_speed.py`` checks that the
+the seconds it takes to import the deep-learning stack. ``tests/commands/test_cli_speed.py`` checks that the
 catalog equals the imported registries.
 """
 

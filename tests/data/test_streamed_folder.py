@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 
 from probcl.data.datasets import CorruptImageError, FolderImages, TensorImages, load_dataset
 from probcl.errors import DatasetError
-from tests.test_exact_resume import KillAt, Killed, assert_same_run
+from tests.runs.test_resume import KillAt, Killed, assert_same_run
 
 
 def _save(path: Path, image: torch.Tensor) -> None:

@@ -150,7 +150,7 @@ SIGKILL_SCRIPT = textwrap.dedent("""
     from probcl.config import load_config
     from probcl.tasks.pretrain import pretrain
     from tests.conftest import tiny_overrides
-    from tests.test_exact_resume import RUN
+    from tests.runs.test_resume import RUN
 
     class SigKill(Callback):
         def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
@@ -166,14 +166,14 @@ def test_sigkill_mid_epoch_then_resume(tiny_config, references, tmp_path):
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
-            str(p) for p in (Path(__file__).resolve().parents[1], Path(__file__).resolve().parent)
+            str(p) for p in (Path(__file__).resolve().parents[2], Path(__file__).resolve().parents[1])
         ),
         "PROBCL_NO_PROGRESS": "1",
     }
     proc = subprocess.run(
         [sys.executable, "-c", SIGKILL_SCRIPT, cfg.run_dir, "7"],
         env=env,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
     )
