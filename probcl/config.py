@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 
+from probcl.core.backbone_names import FAMILIES, resolve_backbone
 from probcl.core.io import atomic_write_text
 from probcl.errors import ConfigError
 
@@ -104,24 +105,11 @@ class AugmentConfig:
     normalize: Literal["dataset", "symmetric"] = "dataset"  # dataset mean/std, or [0,1] -> [-1,1]
 
 
-BACKBONES = ("cnn", "resnet18", "resnet50")  # probcl's own backbones; besides them: timm:<name>
-TIMM_PREFIX = "timm:"  # model.backbone timm:<name>: a timm model (optional extra `timm`)
-
-
-def import_timm(backbone: str) -> types.ModuleType:
-    """The ``timm`` module, or one ConfigError saying how to install it."""
-    try:
-        import timm
-    except ImportError:
-        raise ConfigError(f"model.backbone {backbone} needs timm: pip install probcl[timm]") from None
-    return timm
-
-
 @dataclass
 class ModelConfig:
     """Backbone and projection head."""
 
-    backbone: str = "cnn"  # one of BACKBONES, or timm:<name> (any model of timm.list_models(); random init)
+    backbone: str = "cnn"  # cnn, resnet18, resnet50, or timm:<name> (any model of timm.list_models(); random init)
     width: Annotated[int, AtLeast(1)] = 32  # base width of the small CNN
     pool: Annotated[int, AtLeast(1)] = (
         1  # small CNN: average-pool the last map to pool x pool cells (4 * width * pool^2 features)
@@ -134,18 +122,11 @@ class ModelConfig:
     proj_layers: Annotated[int, AtLeast(1)] = 2
 
     def __post_init__(self) -> None:
-        if not self.backbone.startswith(TIMM_PREFIX):
-            if self.backbone not in BACKBONES:
-                raise ConfigError(
-                    f"model.backbone must be one of {', '.join(BACKBONES)} or timm:NAME; got {self.backbone!r}"
-                )
-            return
-        name = self.backbone.removeprefix(TIMM_PREFIX)
-        if not import_timm(self.backbone).is_model(name):
-            raise ConfigError(f"model.backbone: unknown timm model {name!r}; see timm.list_models()")
-        if self.norm != "bn" or self.act != "relu":
+        family = resolve_backbone(self.backbone).family
+        if not family.own_layers and (self.norm != "bn" or self.act != "relu"):
+            own = ", ".join(n for f in FAMILIES if f.own_layers for n in f.names)
             raise ConfigError(
-                f"model.norm / model.act apply to probcl's own backbones ({', '.join(BACKBONES)}); "
+                f"model.norm / model.act apply to probcl's own backbones ({own}); "
                 f"{self.backbone} keeps its own layers: leave them at bn / relu"
             )
 
