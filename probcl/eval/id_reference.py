@@ -39,6 +39,7 @@ from probcl.errors import ConfigError, DatasetError
 from probcl.eval.ood_scores import Gaussian, TailCombiner, fit_gaussian, input_statistics
 from probcl.eval.outlier import knn_distances, threshold_at_tpr
 from probcl.methods.capabilities import EnergyModel, HasUncertainty, StochasticEncoder
+from probcl.models.inference import Inference
 
 if TYPE_CHECKING:  # the context loads models (Lightning); this module's scores must import without it
     from probcl.eval.context import ModelOnData
@@ -88,12 +89,45 @@ def combination_weights(combination: Sequence[str]) -> dict[str, float]:
 ENERGY_REFERENCE_SIZE = 4096  # training images whose projections define the image energy
 
 
+UNCERTAINTY = "uncertainty:"  # the column prefix of a HasUncertainty method's own scores
+TWO_SIDED = ("feature_norm", "image_energy")  # besides the method's own uncertainty: fail too high or too low
+
+
+@dataclass(frozen=True)
+class CapabilityScore:
+    """A score that a declared capability adds to the reference, beside the feature scores every encoder has."""
+
+    name: str  # its column (``vmf_density``, ``image_energy``, ``uncertainty:NAME``)
+    output: str  # the model output it reads (a key of :func:`model_output_fns`)
+    fn: Callable[[torch.Tensor], torch.Tensor] | None  # images on the model's device -> that output (None: needs a fit)
+
+
+def capability_scores(model: object, energy_reference: torch.Tensor | None = None) -> list[CapabilityScore]:
+    """The capability -> score table of ``model``, in column order: what each declared capability scores, which
+    output it reads and how (:func:`two_sided` says which an image can fail in both directions). Every consumer
+    (the ``ood`` suite, ``probcl score``, the scoring-network export) derives its names and outputs from it."""
+    table = []
+    if isinstance(model, StochasticEncoder):
+        table.append(CapabilityScore("vmf_density", "encoder_mean", model.encoder_mean))
+    if isinstance(model, EnergyModel) and isinstance(model, Inference):  # an energy of normalized inputs
+        energy_model = model
+        energy = (
+            None
+            if energy_reference is None
+            else lambda x: energy_model.image_energy(energy_model.normalizer(x), energy_reference)
+        )
+        table.append(CapabilityScore("image_energy", "image_energy", energy))
+    if isinstance(model, HasUncertainty):
+        for name in model.uncertainty_scores:
+            fn = partial(model.uncertainty_batch, score=name)
+            table.append(CapabilityScore(f"{UNCERTAINTY}{name}", f"{UNCERTAINTY}{name}", fn))
+    return table
+
+
 def method_uncertainty_fns(model: object) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
     """``{"uncertainty:NAME": images -> scores}`` for each score a :class:`HasUncertainty` method declares
     (e.g. TaU's ``neg_u`` / ``neg_u_squared``); empty for other methods."""
-    if not isinstance(model, HasUncertainty):
-        return {}
-    return {f"uncertainty:{name}": partial(model.uncertainty_batch, score=name) for name in model.uncertainty_scores}
+    return {s.output: s.fn for s in capability_scores(model) if s.fn is not None and s.name.startswith(UNCERTAINTY)}
 
 
 def model_output_fns(
@@ -103,13 +137,8 @@ def model_output_fns(
 ) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
     """What the scores need from ``model``, by name: images on its device -> ``features`` (``embed``) and the
     declared capabilities' outputs (``probcl score`` exports exactly these for its repeat calls)."""
-    fns: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"features": embed}
-    if isinstance(model, StochasticEncoder):
-        fns["encoder_mean"] = model.encoder_mean
-    if isinstance(model, EnergyModel) and energy_reference is not None:
-        energy_model = model
-        fns["image_energy"] = lambda x: energy_model.image_energy(energy_model.normalizer(x), energy_reference)
-    return {**fns, **method_uncertainty_fns(model)}
+    outputs = {s.output: s.fn for s in capability_scores(model, energy_reference) if s.fn is not None}
+    return {"features": embed, **outputs}
 
 
 def score_names(model: object, k: int, labeled: bool) -> list[str]:
@@ -122,9 +151,7 @@ def score_names(model: object, k: int, labeled: bool) -> list[str]:
         "mahalanobis_classfree",
         "input_stats",
     ]
-    names += ["vmf_density"] if isinstance(model, StochasticEncoder) else []
-    names += ["image_energy"] if isinstance(model, EnergyModel) else []
-    return names + list(method_uncertainty_fns(model))
+    return names + [s.name for s in capability_scores(model)]
 
 
 def check_names(requested: Sequence[str], valid: Sequence[str], what: str) -> None:
@@ -142,8 +169,9 @@ def with_input_statistics(model_outputs: dict[str, torch.Tensor], images: torch.
 
 
 def two_sided(name: str) -> bool:
-    """Scores an image can fail in both directions (e.g. noise that TaU calls *more* certain than any digit)."""
-    return name in ("feature_norm", "image_energy") or name.startswith("uncertainty:")
+    """Scores an image can fail in both directions (e.g. noise that TaU calls *more* certain than any digit):
+    the two-sided feature scores and, by the capability table, the energy and every method's own uncertainty."""
+    return name in TWO_SIDED or name.startswith(UNCERTAINTY)
 
 
 @dataclass
