@@ -9,9 +9,12 @@ from probcl.cli import main
 from probcl.config import ConfigError
 from probcl.core.io import read_json
 from probcl.core.presets import resolve_config_path
+from probcl.report.claims import evaluate_claims
 from probcl.tasks.benchmark import run_benchmark
 from probcl.tasks.benchmark_grid import Cell, cell_config, grid, load_benchmark
 
+# the study's claims, as data (a benchmark config carries its claims)
+STUDY_CLAIMS = yaml.safe_load(resolve_config_path("fashion-mnist/study").read_text())["claims"]
 TINY = {
     "data.dataset": "digits",
     "model": {"width": 4, "proj_hidden": 16, "proj_out": 8},
@@ -168,7 +171,7 @@ def test_study_runs_seed_by_seed_publishes_each_cell_and_judges_claims(tmp_path)
             "suite_options": {
                 "ood": {"datasets": ["digits", "noise:gaussian"], "max_images": 60, "knn_k": [10], "mc_passes": 2}
             },
-            "claims": ["tau-posthoc", "tau-accuracy"],
+            "claims": {n: STUDY_CLAIMS[n] for n in ("tau-posthoc", "tau-accuracy")},
             "eval": {"max_train": 200},
         },
     )
@@ -194,8 +197,6 @@ def test_study_runs_seed_by_seed_publishes_each_cell_and_judges_claims(tmp_path)
     assert {c["name"] for c in results["cells"]} == {"simclr-s0", "simclr-s1", "tau-posthoc-s0", "tau-posthoc-s1"}
     md = (published / "report.md").read_text()
     assert "## Claims" in md and "post-hoc TaU temperature AUROC - 0.5, digits" in md
-    from probcl.report.claims import evaluate_claims
-
     posthoc, accuracy = evaluate_claims(results, ["tau-posthoc", "tau-accuracy"])
     assert accuracy.verdict == "missing"  # no tau-simclr cell in this grid
     digits = next(c for c in posthoc.comparisons if c.label.endswith("digits"))
