@@ -21,7 +21,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from probcl.core.distributed import gather_with_grad, rank
+from probcl.core.distributed import gather_batch
 from probcl.distributions.vmf import VonMisesFisher, vmf_constants
 
 Candidates = Literal["cross-view", "both-views"]
@@ -121,8 +121,7 @@ def c_simclr_loss(
     if math.isinf(kappa_e) and beta != 0:
         raise ValueError("kappa_e = inf (deterministic z) makes I(X;Z|Y) infinite: use it only with beta = 0")
     r1, r2 = F.normalize(vmf_precision(h1), dim=1), F.normalize(vmf_precision(h2), dim=1)
-    all1, all2 = (gather_with_grad(r1), gather_with_grad(r2)) if gather else (r1, r2)
-    offset = rank() * len(r1) if gather and len(all1) != len(r1) else 0
+    (all1, all2), offset = gather_batch(r1, r2, gather=gather)
     targets = torch.arange(len(r1), device=r1.device) + offset
     loss12, res12, info12 = _c_simclr_direction(r1, r2, all1, all2, targets, kappa_e, kappa_b, beta, candidates)
     loss21, res21, info21 = _c_simclr_direction(r2, r1, all2, all1, targets, kappa_e, kappa_b, beta, candidates)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from probcl.core.distributed import gather_with_grad, rank
+from probcl.core.distributed import gather_batch
 
 
 def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
@@ -24,9 +24,8 @@ def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool = True) -> t
     """
     z1, z2 = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
     n = z1.shape[0]
-    all1, all2 = (gather_with_grad(z1), gather_with_grad(z2)) if gather else (z1, z2)
+    (all1, all2), offset = gather_batch(z1, z2, gather=gather)
     total = all1.shape[0]
-    offset = rank() * n if gather and total != n else 0
     anchors = torch.cat([z1, z2])
     candidates = torch.cat([all1, all2])
     sim = anchors @ candidates.T
