@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from probcl.core.distributed import gather_batch
 
 
-def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Cosine-similarity logits (2N_local, 2N_global) with self-pairs set to -inf, and positive indices.
 
     Rows are the local anchors [z1; z2]; columns are the global candidates [Z1; Z2].
@@ -37,7 +37,7 @@ def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool = True) -> t
     return sim, pos_idx
 
 
-def nt_xent_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.5, gather: bool = True) -> torch.Tensor:
+def nt_xent_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float, gather: bool) -> torch.Tensor:
     """Mean NT-Xent loss over the 2N local anchors (Eq. 1 above)."""
     sim, pos_idx = nt_xent_logits(z1, z2, gather)
     return F.cross_entropy(sim / temperature, pos_idx)

@@ -93,16 +93,16 @@ def test_discriminative_term_is_eq18(others):
     z1, z2 = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
     tau = 0.2
     expected, n_others = direct_minus_log_q(z1, z2, tau, others)
-    ours = discriminative_loss(torch.tensor(z1), torch.tensor(z2), tau, others).item()
+    ours = discriminative_loss(torch.tensor(z1), torch.tensor(z2), tau, others, gather=True).item()
     assert abs(ours - (expected + math.log(n_others))) < 1e-10  # ours drops the constant log N'
     if others == "2n-1":  # -||a - b||^2 / tau = 2 cos / tau - 2 / tau: NT-Xent at tau / 2
-        assert abs(ours - nt_xent_loss(torch.tensor(z1), torch.tensor(z2), tau / 2).item()) < 1e-10
+        assert abs(ours - nt_xent_loss(torch.tensor(z1), torch.tensor(z2), tau / 2, gather=True).item()) < 1e-10
 
 
 def test_generative_term_signs_and_lambda():
     rng = np.random.default_rng(3)
     z1, z2, zs = (torch.tensor(rng.normal(size=(4, 3))) for _ in range(3))
-    out = ebclr_loss(z1, z2, zs, z2, 0.3, 0.25, proj_norm_weight=1e-3)
+    out = ebclr_loss(z1, z2, zs, z2, 0.3, 0.25, "2n-1", gather=True, proj_norm_weight=1e-3)
     e_data = np.mean([direct_energy(r, z2.numpy(), 0.3) for r in z1.numpy()])
     e_samples = np.mean([direct_energy(r, z2.numpy(), 0.3) for r in zs.numpy()])
     reg = 1e-3 * (np.sum(z1.numpy() ** 2) + np.sum(zs.numpy() ** 2))
@@ -294,7 +294,9 @@ def _ddp_worker(rank, rendezvous, out_dir, z1, z2, zs):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
     mine = slice(rank * 3, (rank + 1) * 3)
-    loss = ebclr_loss(z1[mine], z2[mine], zs[mine], gather_with_grad(z2[mine]), 0.3, 0.5).total
+    loss = ebclr_loss(
+        z1[mine], z2[mine], zs[mine], gather_with_grad(z2[mine]), 0.3, 0.5, "2n-1", gather=True, proj_norm_weight=0.0
+    ).total
     buffer = ReplayBuffer(2, 0.2, (1, 2, 2))
     buffer.samples, buffer.counts = torch.full((2, 1, 2, 2), 10.0 + rank), torch.tensor([rank, 5])
     state = buffer.state_dict()
@@ -317,7 +319,7 @@ def test_two_processes_match_one_and_keep_one_buffer_each(tmp_path):
         start_method="fork",
     )
     ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
-    single = ebclr_loss(z1, z2, zs, z2, 0.3, 0.5, gather=False).total
+    single = ebclr_loss(z1, z2, zs, z2, 0.3, 0.5, "2n-1", gather=False, proj_norm_weight=0.0).total
     assert abs((ranks[0]["loss"] + ranks[1]["loss"]).item() / 2 - single.item()) < 1e-10
     for r, result in enumerate(ranks):  # the checkpoint holds both ranks' entries, in rank order
         assert torch.equal(result["state"]["counts"], torch.tensor([0, 5, 1, 5]))
