@@ -25,7 +25,7 @@ from probcl.core.layout import RunPaths
 from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
 from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, DatasetError
-from probcl.eval.features import extract, pixel_features
+from probcl.eval.features import concat_batches, extract, pixel_features
 from probcl.eval.linear import LinearProbe, linear_probe
 from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import HasUncertainty
@@ -189,15 +189,14 @@ class ModelOnData:
         self, data: ImageSource, description: str, uncertainty_score: str | None = None
     ) -> dict[str, torch.Tensor]:
         """:meth:`outputs` and labels of every readable image of ``data``."""
-        parts: dict[str, list[torch.Tensor]] = {}
-        for images, labels, _, _ in self.batches(data, description):
-            if images is None:
-                continue
-            for key, value in {**self.outputs(images, uncertainty_score), "labels": labels}.items():
-                parts.setdefault(key, []).append(value)
-        if not parts:
-            raise DatasetError(f"{data.name}: no readable images")
-        return {k: torch.cat(v) for k, v in parts.items()}
+        return concat_batches(
+            (
+                {**self.outputs(images, uncertainty_score), "labels": labels}
+                for images, labels, _, _ in self.batches(data, description)
+                if images is not None
+            ),
+            data.name,
+        )
 
     def features(
         self, split: Split, spec: str | None = None, layer: str | None = None

@@ -35,7 +35,8 @@ import torch
 import torch.nn.functional as F
 
 from probcl.data.datasets import ImageSource
-from probcl.errors import ConfigError, DatasetError
+from probcl.errors import ConfigError
+from probcl.eval.features import concat_batches
 from probcl.eval.ood_scores import Gaussian, TailCombiner, fit_gaussian, input_statistics
 from probcl.eval.outlier import knn_distances, threshold_at_tpr
 from probcl.methods.capabilities import EnergyModel, HasUncertainty, StochasticEncoder
@@ -282,16 +283,19 @@ class IdReference:
         self, ctx: ModelOnData, data: ImageSource, description: str, extra_k: Sequence[int] = ()
     ) -> dict[str, torch.Tensor]:
         """Features, labels and scores of every readable image of ``data``."""
-        parts: dict[str, list[torch.Tensor]] = {}
-        for images, labels, _, _ in ctx.batches(data, description):
-            if images is None:
-                continue
-            out = self.outputs(ctx, images)
-            for key, value in {"features": out["features"], "labels": labels, **self.scores(out, extra_k)}.items():
-                parts.setdefault(key, []).append(value)
-        if not parts:
-            raise DatasetError(f"{data.name}: no readable images")
-        return {key: torch.cat(value) for key, value in parts.items()}
+        return concat_batches(
+            (
+                self._batch_scores(self.outputs(ctx, images), labels, extra_k)
+                for images, labels, _, _ in ctx.batches(data, description)
+                if images is not None
+            ),
+            data.name,
+        )
+
+    def _batch_scores(
+        self, outputs: dict[str, torch.Tensor], labels: torch.Tensor, extra_k: Sequence[int]
+    ) -> dict[str, torch.Tensor]:
+        return {"features": outputs["features"], "labels": labels, **self.scores(outputs, extra_k)}
 
     # ----------------------------------------------------------------- calibration
     def calibrate(
