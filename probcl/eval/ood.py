@@ -21,9 +21,10 @@ from probcl.data.datasets import ImageSource, TensorImages
 from probcl.data.ood_sets import GENERATED, generated_set
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
-from probcl.eval.id_reference import COMBINED, ReferenceOptions, fit_reference, method_uncertainty_fns
+from probcl.eval.id_reference import ReferenceOptions, fit_reference
 from probcl.eval.inputs import id_test_images
 from probcl.eval.linear import LinearProbe
+from probcl.eval.score_table import COMBINED, method_uncertainty_fns
 from probcl.eval.suites import SUITES
 
 # Real OOD sets tried by default for a training dataset (skipped with a note when not installed).

@@ -41,8 +41,9 @@ from probcl.core.io import atomic_write, atomic_write_json, atomic_write_text
 from probcl.core.layout import RunPaths, find_checkpoint
 from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
 from probcl.errors import ConfigError, DatasetError, RunError
-from probcl.eval.id_reference import COMBINED, IdReference, ReferenceOptions, check_names, with_input_statistics
+from probcl.eval.id_reference import IdReference, ReferenceOptions
 from probcl.eval.linear import LinearProbe
+from probcl.eval.score_table import COMBINED, check_names, with_input_statistics
 from probcl.eval.scoring_network import ExportedOutputs, export_outputs, load_outputs
 
 PROBES = ("online", "offline", "none")
@@ -224,7 +225,7 @@ class ModelScorer(Scorer):
 
     def __init__(self, run: str | Path, options: ScoreOptions) -> None:
         from probcl.eval.context import ModelOnData
-        from probcl.eval.id_reference import score_names
+        from probcl.eval.score_table import score_names
 
         super().__init__(run, options)
         self.ctx = ModelOnData(
