@@ -6,6 +6,7 @@ import argparse
 import sys
 
 import probcl.commands
+from probcl.commands._failures import as_probcl_error
 from probcl.core.discovery import import_submodules
 
 
@@ -22,9 +23,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; expected failures (:class:`probcl.errors.ProbclError`) print one line and return non-zero."""
-    from probcl.errors import ProbclError
-
+    """Entry point; every failure a user can meet prints one line and returns non-zero: probcl's own errors
+    (:class:`probcl.errors.ProbclError`) and the others :func:`~probcl.commands._failures.as_probcl_error` knows."""
     parser, commands = build_parser()
     args, extra = parser.parse_known_args(argv)
     module = commands[args.command]
@@ -32,9 +32,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return module.run(args, extra)
-    except ProbclError as e:
-        print(f"probcl: {e.kind}: {e}", file=sys.stderr)
-        return e.exit_code
+    except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - sorted into user-facing failures and bugs below
+        failure = as_probcl_error(error)
+        if failure is None:
+            raise
+        print(f"probcl: {failure.kind}: {failure}", file=sys.stderr)
+        return failure.exit_code
 
 
 if __name__ == "__main__":
