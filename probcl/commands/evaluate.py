@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from probcl.core.deprecation import RenamedFlag
 from probcl.core.progress import print_table
 
 NAME = "evaluate"
@@ -52,7 +53,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--max-train", type=int, default=None, help="seeded subset of this many training images for probes and kNN"
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the --max-train subset and the offline probe")
-    p.add_argument("--batch-size", type=int, default=512, help="images per forward pass")
+    p.add_argument("--inference-batch-size", dest="batch_size", type=int, default=512, help="images per forward pass")
+    p.add_argument(
+        "--batch-size",
+        dest="batch_size",
+        type=int,
+        action=RenamedFlag,
+        new="--inference-batch-size",
+        help=argparse.SUPPRESS,
+    )
     p.add_argument("--num-workers", type=int, default=0, help="image-decoding processes for folder datasets")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
@@ -112,8 +121,8 @@ def _settings(args: argparse.Namespace, options: dict) -> dict:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from probcl.core.typed_config import parse_suite_options
     from probcl.errors import ConfigError
-    from probcl.eval.suites import parse_suite_options
 
     suites = [s.strip() for s in args.suite.split(",") if s.strip()]
     options = parse_suite_options(args.option)

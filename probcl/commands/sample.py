@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from probcl.core.deprecation import RenamedFlag
+
 NAME = "sample"
 HELP = "draw images from a run's energy (EBCLR Eq. 20) with SGLD; PNG grid with each sample's energy"
 
@@ -14,14 +16,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num", type=int, default=64, help="number of samples")
     p.add_argument("--steps", type=int, default=200, help="SGLD steps")
     p.add_argument(
-        "--init", default="noise", choices=["noise", "data"], help="start chains from uniform noise or from data views"
+        "--start", default="noise", choices=["noise", "data"], help="start chains from uniform noise or from data views"
+    )
+    p.add_argument(
+        "--init", dest="start", choices=["noise", "data"], action=RenamedFlag, new="--start", help=argparse.SUPPRESS
     )
     p.add_argument("--step-size", type=float, default=None, help="alpha of Eq. 21 (default: the run's)")
     p.add_argument("--clamp", type=float, default=None, help="delta of Eq. 21 (default: the run's)")
     p.add_argument("--sigma", type=float, default=None, help="noise std (default: the run's sigma_min)")
     p.add_argument("--reference", type=int, default=256, help="data views that define the energy")
     p.add_argument("--dataset", default=None, help="dataset of the reference/start views (default: the run's)")
-    p.add_argument("--data", dest="dataset", help=argparse.SUPPRESS)  # the spelling of probcl <= 0.1
+    p.add_argument("--data", dest="dataset", action=RenamedFlag, new="--dataset", help=argparse.SUPPRESS)
     p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
     p.add_argument("--checkpoint", default="last", choices=["last", "best"], help="which checkpoint of the run")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
@@ -49,7 +54,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         args.ncols,
         num=args.num,
         steps=args.steps,
-        start=args.init,
+        start=args.start,
         step_size=args.step_size,
         clamp=args.clamp,
         sigma=args.sigma,
@@ -57,7 +62,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         seed=args.seed,
     )
     print(
-        f"{len(samples.images)} samples ({args.steps} SGLD steps from {args.init}); mean energy "
+        f"{len(samples.images)} samples ({args.steps} SGLD steps from {args.start}); mean energy "
         f"{samples.initial_energies.mean():.3f} -> {samples.energies.mean():.3f}; grid written to {path}"
     )
     return 0

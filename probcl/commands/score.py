@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any
+
+from probcl.core.deprecation import RenamedFlag
 
 NAME = "score"
 HELP = "score every image of a dataset or folder: class, OOD scores, OOD flag and why (CSV or Parquet)"
@@ -14,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run directory or .ckpt file")
     data = p.add_mutually_exclusive_group(required=True)
     data.add_argument("--dataset", help="dataset to score: a registered name, folder:PATH or npz:PATH")
-    data.add_argument("--data", dest="dataset", help=argparse.SUPPRESS)  # the spelling of probcl <= 0.1
+    data.add_argument("--data", dest="dataset", action=RenamedFlag, new="--dataset", help=argparse.SUPPRESS)
     p.add_argument(
         "--out",
         default=None,
@@ -43,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "input_stats and the method's own score); the ood suite's option ood.combination",
     )
     p.add_argument("--split", default="all", choices=["all", "train", "test"], help="split of --dataset to score")
-    p.add_argument("--k", type=int, default=10, help="neighbours of the kNN distances (TaU paper: 10)")
+    p.add_argument("--knn-k", type=int, default=10, help="neighbours of the kNN distances (TaU paper: 10)")
+    p.add_argument("--k", dest="knn_k", type=int, action=RenamedFlag, new="--knn-k", help=argparse.SUPPRESS)
     p.add_argument(
         "--ood-threshold-tpr",
         type=float,
@@ -76,21 +80,71 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="refit the scores instead of reusing RUN/score-cache (and do not store them)",
     )
-    p.add_argument("--batch-size", type=int, default=256, help="images per forward pass")
+    p.add_argument("--inference-batch-size", dest="batch_size", type=int, default=256, help="images per forward pass")
+    p.add_argument(
+        "--batch-size",
+        dest="batch_size",
+        type=int,
+        action=RenamedFlag,
+        new="--inference-batch-size",
+        help=argparse.SUPPRESS,
+    )
     p.add_argument("--num-workers", type=int, default=0, help="image-decoding processes for folder datasets")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="ood.KEY=VALUE",
+        help="the ood suite's options, spelled as for `probcl evaluate`: ood.combination=knn10,mahalanobis and "
+        "ood.knn_k=10 (one k) set --combination and --knn-k",
+    )
+
+
+SHARED_OOD_OPTIONS = ("combination", "knn_k")  # the ood suite's options that score takes too
+
+
+def ood_options(items: list[str]) -> dict[str, Any]:
+    """The ood suite's options given with --option (the syntax of `probcl evaluate`) that score shares."""
+    from probcl.core.typed_config import parse_suite_options
+    from probcl.errors import ConfigError
+
+    options = parse_suite_options(items)
+    other = sorted(set(options) - {"ood"}) + sorted(
+        f"ood.{k}" for k in set(options.get("ood", {})) - set(SHARED_OOD_OPTIONS)
+    )
+    if other:
+        raise ConfigError(
+            f"probcl score takes the ood suite's options {', '.join('ood.' + k for k in SHARED_OOD_OPTIONS)}; "
+            f"got {', '.join(other)}"
+        )
+    ood = dict(options.get("ood", {}))
+    if "knn_k" in ood:
+        ks = ood["knn_k"] if isinstance(ood["knn_k"], list) else [ood["knn_k"]]
+        if len(ks) != 1 or not isinstance(ks[0], int):
+            raise ConfigError(f"probcl score uses one kNN neighbour count: ood.knn_k=10, got {ood['knn_k']!r}")
+        ood["knn_k"] = ks[0]
+    if isinstance(ood.get("combination"), list):
+        ood["combination"] = ",".join(map(str, ood["combination"]))
+    return ood
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.core.progress import print_table
+    from probcl.eval.score_table import COMBINED, combination_weights
     from probcl.tasks.score import ScoreOptions, score_dataset
 
+    ood = ood_options(args.option)
+    if "knn_k" in ood:
+        args.knn_k = ood["knn_k"]
+    if "combination" in ood:
+        args.combination = ood["combination"]
     combination = [s.strip() for s in args.combination.split(",") if s.strip()] if args.combination else None
     options = ScoreOptions(
         score=args.score,
         combination=combination,
-        k=args.k,
+        k=args.knn_k,
         tpr=args.ood_threshold_tpr,
         probe=args.probe,
         split=args.split,
@@ -104,11 +158,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         cache=args.cache,
     )
     summary = score_dataset(args.run, args.dataset, args.out, options, html=args.html)
-    deciders = summary.combination if summary.score == "combined" else [summary.score]
+    # an image is flagged by score s when -log(p_s / w_s) exceeds the decision's threshold T: p_s < w_s exp(-T)
+    weights = combination_weights(summary.combination) if summary.score == COMBINED else {summary.score: 1.0}
+    threshold = math.exp(-summary.thresholds[summary.score])
     print_table(
         f"OOD decision: {summary.score} ({args.ood_threshold_tpr:.0%} of in-distribution images accepted)",
         ("score", "flag when its tail probability under the training data is below"),
-        [(name, f"{math.exp(-summary.thresholds[summary.score]):.3g}") for name in deciders],
+        [(name, f"{w * threshold:.3g}") for name, w in weights.items()],
     )
     reused = "reused" if summary.cache.get("hit") else "fitted"
     print(

@@ -226,3 +226,16 @@ def parse_override_value(text: str) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError:
         return text
+
+
+def parse_suite_options(items: list[str]) -> dict[str, dict]:
+    """``["ood.datasets=digits,mnist", "knn.knn_k=20"]`` -> {"ood": {"datasets": "digits,mnist"}, "knn": {"knn_k": 20}}
+    (values as YAML scalars; list options split ``a,b`` when validated)."""
+    options: dict[str, dict] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        suite, dot, name = key.partition(".")
+        if not sep or not dot:
+            raise ConfigError(f"suite option {item!r} must look like SUITE.KEY=VALUE")
+        options.setdefault(suite, {})[name] = parse_override_value(value)
+    return options

@@ -349,7 +349,7 @@ def test_one_epoch_run_checkpoints_the_buffer_and_samples_a_png(tiny_config, tmp
     assert main(["sample", str(root), "--steps", "3", "--num", "5", "--reference", "16", "--out", str(out)]) == 0
     image = matplotlib.image.imread(out)
     assert image.ndim == 3 and image.shape[0] > 50
-    assert main(["sample", str(root), "--steps", "2", "--num", "2", "--init", "data", "--reference", "8"]) == 0
+    assert main(["sample", str(root), "--steps", "2", "--num", "2", "--start", "data", "--reference", "8"]) == 0
     assert (RunPaths(root).plots / "samples.png").exists()
 
 

@@ -147,7 +147,7 @@ def test_report_covers_all_suites_so_far_and_keeps_the_map(evaluated_run):
     run = evaluated_run
     cache = run / "plots" / "embedding-map.json"
     before = cache.read_text()
-    assert main(["evaluate", str(run), "--suite", "knn", "--option", "knn.k=5", "--max-train", "400"]) == 0
+    assert main(["evaluate", str(run), "--suite", "knn", "--option", "knn.knn_k=5", "--max-train", "400"]) == 0
     assert cache.read_text() == before  # same checkpoint, layer and seed: the t-SNE is not recomputed
     assert main(["evaluate", str(run), "--suite", "linear", "--features", "pixels", "--max-train", "400"]) == 0
     assert cache.read_text() == before  # the map shows the run's backbone, whatever --features evaluated

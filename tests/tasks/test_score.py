@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -280,4 +281,39 @@ def test_repeat_calls_score_with_the_exported_network_and_no_model_class(run, ga
     assert network.exists() and network.read_bytes() != b"damaged"
     assert (
         _score_in_subprocess(run, f"folder:{garbage}", tmp_path / "again.csv", "max_calibration=300, seed=3") == set()
+    )
+
+
+def test_the_printed_threshold_of_each_score_is_the_one_its_flags_use(run, garbage, tmp_path, capsys):
+    """An image is flagged by score s exactly when p_s < w_s exp(-T); the console table prints w_s exp(-T) per score
+    (it used to print exp(-T) for every score, which did not match the decision)."""
+    out = tmp_path / "thresholds.csv"
+    args = ["score", str(run), "--max-calibration", str(CALIBRATION), "--dataset", "digits", "--split", "test"]
+    assert main([*args, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    threshold = json.loads(out.with_suffix(".json").read_text())["thresholds"]["combined"]
+    expected = {s: w * math.exp(-threshold) for s, w in WEIGHTS.items()}
+    table = dict(re.findall(r"(knn10|feature_norm|mahalanobis|input_stats)\s*[│|]\s*([0-9.e+-]+)", printed))
+    assert {s: float(v) for s, v in table.items()} == pytest.approx(expected, rel=5e-3)  # printed with 3 digits
+    rows = read_rows(out)
+    assert any(r["flagged_by"] for r in rows)
+    for row in rows:
+        flagged = set(filter(None, row["flagged_by"].split(";")))
+        assert flagged == {s for s in WEIGHTS if float(row[f"p:{s}"]) < expected[s] * (1 - 1e-6)}
+
+
+def test_score_takes_the_ood_suites_options_with_evaluates_syntax(run, tmp_path, capsys):
+    out = tmp_path / "opts.csv"
+    args = ["score", str(run), "--max-calibration", str(CALIBRATION), "--dataset", "digits", "--split", "test"]
+    assert (
+        main([*args, "--out", str(out), "--option", "ood.knn_k=5", "--option", "ood.combination=knn5,input_stats"]) == 0
+    )
+    rows = read_rows(out)
+    assert "knn5" in rows[0] and "knn10" not in rows[0]
+    combined = json.loads(out.with_suffix(".json").read_text())["protocol"]["combined"]
+    assert combined.endswith("w = knn5 0.95, input_stats 0.05")
+    assert main([*args, "--out", str(out), "--option", "ood.datasets=digits"]) == 2
+    assert (
+        "probcl score takes the ood suite's options ood.combination, ood.knn_k; got ood.datasets"
+        in capsys.readouterr().err
     )
