@@ -189,7 +189,7 @@ class TrainConfig:
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
     num_nodes: Annotated[int, AtLeast(1)] = 1
-    precision: str = "32-true"  # "bf16-mixed" on GPUs with bfloat16 (Ampere and newer)
+    precision: str = "auto"  # auto: bf16-mixed where the device computes bf16 natively, else 32-true
     channels_last: bool = True  # NHWC memory format for conv backbones (faster convolutions on CPU and GPU)
     compile: bool = False  # torch.compile the backbone (pays off for long runs; first steps compile)
     sync_batchnorm: bool = False

@@ -24,6 +24,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from probcl.core.precision import float32
 from probcl.losses.nt_xent import nt_xent_logits
 
 Others = Literal["2n-1", "n"]
@@ -36,8 +37,12 @@ def neg_sq_distance_logits(z: torch.Tensor, z_ref: torch.Tensor, temperature: fl
 
 
 def energy(z: torch.Tensor, z_ref: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Energy of Eq. 20 for each row of ``z`` (B,) given the reference projections ``z_ref`` (M, d)."""
-    return -torch.logsumexp(neg_sq_distance_logits(z, z_ref, temperature), dim=1)
+    """Energy of Eq. 20 for each row of ``z`` (B,) given the reference projections ``z_ref`` (M, d).
+
+    Always in float32 (under bf16 autocast too): the generative term is a difference of energies of tens of
+    nats (Eq. 13), which bf16's 8-bit mantissa would round by tenths."""
+    with float32(z.device):
+        return -torch.logsumexp(neg_sq_distance_logits(z.float(), z_ref.float(), temperature), dim=1)
 
 
 def discriminative_loss(

@@ -9,6 +9,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from contextlib import nullcontext
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 from probcl.config import Config, ConfigError, TrainConfig, from_dict, recipe_changes, save_config
 from probcl.core.io import atomic_write
 from probcl.core.layout import RunPaths
+from probcl.core.precision import PrecisionChoice, resolve_precision
 from probcl.core.run_lock import RunLock, move_aside
 from probcl.data.datasets import ImageSource, TensorImages, load_dataset, random_subset
 from probcl.data.info import data_info_for
@@ -63,6 +65,20 @@ class MidEpochCheckpoint(ModelCheckpoint):
     ) -> None:
         if batch_idx + 1 < trainer.num_training_batches:
             super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+
+PRECISION_KEY = "probcl_precision"  # the checkpoint's record of the precision choice
+
+
+class PrecisionRecord(Callback):
+    """Keeps the run's precision choice (what ``train.precision`` resolved to on this machine, and why) in every
+    checkpoint, under :data:`PRECISION_KEY`."""
+
+    def __init__(self, choice: PrecisionChoice) -> None:
+        self.choice = choice
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict) -> None:
+        checkpoint[PRECISION_KEY] = asdict(self.choice)
 
 
 class OnlineMonitor(Callback):
@@ -292,6 +308,10 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
             )
         )
     loggers: list[Logger] = [metrics_log, *extra_loggers(t.loggers, paths.root, resuming=ckpt_path is not None)]
+    precision = resolve_precision(t.precision, t.accelerator)
+    callbacks.append(PrecisionRecord(precision))
+    if _is_rank_zero():
+        print(f"probcl: {precision.line()}", file=sys.stderr)
     limit = t.limit_train_batches
     trainer = _trainer(
         max_epochs=t.epochs,
@@ -299,7 +319,7 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         devices=t.devices,
         strategy=t.strategy,
         num_nodes=t.num_nodes,
-        precision=t.precision,
+        precision=precision.precision,
         sync_batchnorm=t.sync_batchnorm,
         deterministic="warn" if t.deterministic else False,
         default_root_dir=str(paths.root),

@@ -121,6 +121,19 @@ def test_killed_run_resumes_bit_identical(tiny_config, references, method, step,
     assert_same_run(references[method], Path(cfg.run_dir))
 
 
+@pytest.mark.parametrize(("method", "step"), [("simclr", 3), ("ebclr", 6)])
+def test_a_bf16_mixed_run_resumes_bit_identical(tiny_config, method, step):
+    """Under bf16 autocast on the CPU too (the SGLD chain and replay buffer stay float32)."""
+    settings = {**RUN, **METHODS[method], "train.precision": "bf16-mixed"}
+    reference = pretrain(tiny_config(method, run_name=f"{method}-bf16-reference", **settings))
+    assert torch.load(RunPaths(reference).last, weights_only=False)["probcl_precision"]["precision"] == "bf16-mixed"
+    cfg = tiny_config(method, run_name=f"{method}-bf16-resumed", **settings)
+    with pytest.raises(Killed):
+        pretrain(cfg, callbacks=[KillAt(step, "batch")])
+    pretrain(cfg)
+    assert_same_run(reference, Path(cfg.run_dir))
+
+
 def test_kill_inside_a_checkpoint_write_keeps_the_previous_one(tiny_config, references, monkeypatch):
     """The epoch-end checkpoint write (step 4) dies half-way: last.ckpt stays the step-2 one."""
     cfg = tiny_config("simclr", run_name="torn", **RUN)
