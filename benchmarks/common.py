@@ -4,6 +4,7 @@ and resumable JSON + Markdown output of the scripts that diagnose trained runs."
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import time
@@ -21,10 +22,13 @@ def optimiser_step(
     view2: torch.Tensor,
     batch: Any = None,
     steps_done: int = 1,
+    precision: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
 ) -> None:
     """What Lightning's loop does per batch, minus logging: objective, backward, step, EMA/bank hooks
-    (with the EMA momentum of optimiser step ``steps_done``; the step's cost does not depend on it)."""
-    loss = model.step(view1, view2, batch).loss
+    (with the EMA momentum of optimiser step ``steps_done``; the step's cost does not depend on it).
+    ``precision``: makes the context of the forward pass (e.g. bf16 autocast), as Lightning's precision plugin."""
+    with precision():
+        loss = model.step(view1, view2, batch).loss
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     optimizer.step()

@@ -1,23 +1,28 @@
-"""Training throughput of a preset: the compute bounds next to what the pipeline and the CLI achieve.
+"""Training throughput of a preset: the compute bounds in both precisions next to what the pipeline and the CLI achieve.
 
     python benchmarks/throughput.py --config fashion-mnist/simclr --steps 30 --repeats 2
 
 Rows (images = pairs of views per second, best of ``repeats``):
 
-- bound eager / channels_last / compiled: forward + backward + optimiser step on pre-made views
-  (NCHW; NHWC; NHWC with ``torch.compile`` of the backbone), the hardware's bound for this model;
-- in-process pipeline: DataLoader + kornia views + step, with the preset's own memory format;
-- ``probcl pretrain`` (subprocess, monitor off): the steady-state rate from two runs of different
-  lengths (their time difference over their step difference), and the fixed cost (start-up to the
-  first step plus the final checkpoint) as the longer run's time minus its steps at that rate.
+- bound eager / channels_last / compiled, fp32 and bf16: forward + backward + optimiser step on pre-made
+  views (NCHW; NHWC; NHWC with ``torch.compile`` of the backbone), with the forward pass in float32 or under
+  bf16 autocast (what ``precision: bf16-mixed`` runs); the best of them is the machine's bound for this
+  model (on a CPU without AVX512-BF16/AMX bf16 is emulated and its bounds are low);
+- in-process pipeline: DataLoader + views + step, with the preset's memory format, in the precision
+  ``train.precision`` resolves to on this machine;
+- ``probcl pretrain`` (subprocess, monitor off, the preset's ``train.precision``): the steady-state rate from
+  two runs of different lengths (their time difference over their step difference), as a fraction of the best
+  bound, and the fixed cost (start-up to the first step plus the final checkpoint) as the longer run's time
+  minus its steps at that rate.
 
-GFLOP/s use the FLOPs of one step counted by ``torch.utils.flop_counter.FlopCounterMode``.
-A table is printed and the figures are written as JSON.
+The JSON records the CPU's capability (``torch.backends.cpu.get_cpu_capability()``), its bf16 flags and the
+precision the CLI chose. GFLOP/s use the FLOPs of one step counted by ``torch.utils.flop_counter.FlopCounterMode``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import platform
@@ -36,6 +41,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from probcl.config import Config, load_config
 from probcl.core.devices import resolve_device
 from probcl.core.io import atomic_write_json
+from probcl.core.precision import cpu_bf16_flags, resolve_precision
 from probcl.core.presets import resolve_config_path
 from probcl.data.datasets import load_dataset
 from probcl.data.info import data_info_for
@@ -71,14 +77,22 @@ def rate(step, batches: list, batch_size: int, steps: int, warmup: int) -> float
     return steps * batch_size / (time.perf_counter() - start)
 
 
+def precision_context(name: str, device: torch.device):
+    """A factory of the forward pass's context: nothing for fp32, bf16 autocast for bf16."""
+    if name == "fp32":
+        return contextlib.nullcontext
+    return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
+
+
 def step_flops(model, optimizer, views) -> int:
     with FlopCounterMode(display=False) as counter:
         optimiser_step(model, optimizer, *views)
     return counter.get_total_flops()
 
 
-def cli_seconds(config: str, batches: int, threads: int) -> float:
-    """Wall time of `probcl pretrain` (monitor off, one epoch of ``batches`` steps) in a fresh process."""
+def cli_seconds(config: str, batches: int, threads: int) -> tuple[float, str]:
+    """Wall time of `probcl pretrain` (monitor off, one epoch of ``batches`` steps) in a fresh process, and its
+    start-up line on the precision it chose."""
     with tempfile.TemporaryDirectory() as run_dir:
         cmd = [
             sys.executable,
@@ -101,8 +115,10 @@ def cli_seconds(config: str, batches: int, threads: int) -> float:
         ]
         env = {**os.environ, "PROBCL_NO_PROGRESS": "1", "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(ROOT)}
         start = time.perf_counter()
-        subprocess.run(cmd, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return time.perf_counter() - start
+        proc = subprocess.run(cmd, check=True, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        seconds = time.perf_counter() - start
+        lines = [line for line in proc.stderr.decode().splitlines() if line.startswith("probcl: precision")]
+        return seconds, lines[0].removeprefix("probcl: ") if lines else "unknown"
 
 
 def main() -> None:
@@ -112,7 +128,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--cli-steps", default="10,60", help="the two run lengths (steps) of the CLI measurement")
-    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile bound")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile bounds")
+    parser.add_argument("--precisions", default="fp32,bf16", help="bounds in these precisions (fp32, bf16)")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", default="benchmarks/results/throughput.json")
@@ -126,29 +143,34 @@ def main() -> None:
     loader = DataLoader(train, batch_size=batch_size, shuffle=True, drop_last=True)
     images = [x.to(device) for _, (x, _, _) in zip(range(4), loader)]
 
-    variants = {"bound eager (NCHW)": (False, False), "bound channels_last": (True, False)}
+    variants = {"eager (NCHW)": (False, False), "channels_last": (True, False)}
     if not args.no_compile:
-        variants["bound compiled (channels_last)"] = (True, True)
+        variants["compiled (channels_last)"] = (True, True)
     rows: dict[str, dict] = {}
     flops = None
-    for name, (channels_last, compiled) in variants.items():
-        model, optimizer = build(cfg, train, device, channels_last, compiled)
-        views = [model.training_views(x) for x in images]
-        if flops is None:
-            flops = step_flops(model, optimizer, views[0])
+    for precision in args.precisions.split(","):
+        for name, (channels_last, compiled) in variants.items():
+            model, optimizer = build(cfg, train, device, channels_last, compiled)
+            views = [model.training_views(x) for x in images]
+            if flops is None:
+                flops = step_flops(model, optimizer, views[0])
 
-        def train_step(v, model=model, optimizer=optimizer) -> None:
-            optimiser_step(model, optimizer, *v)
+            forward_context = precision_context(precision, device)
 
-        best = max(rate(train_step, views, batch_size, args.steps, args.warmup) for _ in range(args.repeats))
-        rows[name] = {"images_per_s": best}
+            def train_step(v, model=model, optimizer=optimizer, ctx=forward_context) -> None:
+                optimiser_step(model, optimizer, *v, precision=ctx)
 
+            best = max(rate(train_step, views, batch_size, args.steps, args.warmup) for _ in range(args.repeats))
+            rows[f"bound {name} {precision}"] = {"images_per_s": best}
+
+    chosen = resolve_precision(cfg.train.precision, device)
     model, optimizer = build(cfg, train, device, cfg.train.channels_last, cfg.train.compile)
+    ctx = precision_context("bf16" if chosen.bf16 else "fp32", device)
 
     def pipeline_step(x: torch.Tensor) -> None:
-        optimiser_step(model, optimizer, *model.training_views(x))
+        optimiser_step(model, optimizer, *model.training_views(x), precision=ctx)
 
-    rows["in-process pipeline (views + step)"] = {
+    rows[f"in-process pipeline (views + step) {'bf16' if chosen.bf16 else 'fp32'}"] = {
         "images_per_s": max(
             rate(pipeline_step, images, batch_size, args.steps, args.warmup) for _ in range(args.repeats)
         )
@@ -156,15 +178,21 @@ def main() -> None:
 
     short, long = (int(s) for s in args.cli_steps.split(","))
     cli_rates, overheads = [], []
+    cli_precision = "unknown"
     for _ in range(args.repeats):
-        t_short, t_long = cli_seconds(args.config, short, args.threads), cli_seconds(args.config, long, args.threads)
+        (t_short, _), (t_long, cli_precision) = (
+            cli_seconds(args.config, short, args.threads),
+            cli_seconds(args.config, long, args.threads),
+        )
         cli_rate = (long - short) * batch_size / max(t_long - t_short, 1e-9)
         cli_rates.append(cli_rate)
         overheads.append(t_long - long * batch_size / cli_rate)
     best_i = max(range(len(cli_rates)), key=cli_rates.__getitem__)
     rows["probcl pretrain (CLI, steady state)"] = {"images_per_s": cli_rates[best_i]}
 
-    best_bound = max(r["images_per_s"] for n, r in rows.items() if n.startswith("bound"))
+    best_name, best_bound = max(
+        ((n, r["images_per_s"]) for n, r in rows.items() if n.startswith("bound")), key=lambda item: item[1]
+    )
     for row in rows.values():
         row["gflop_per_s"] = round(row["images_per_s"] / batch_size * flops / 1e9, 1)
         row["of_best_bound"] = round(row["images_per_s"] / best_bound, 3)
@@ -178,21 +206,29 @@ def main() -> None:
         "device": str(device),
         "threads": args.threads,
         "cpu": platform.processor() or platform.machine(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_bf16_flags": sorted(cpu_bf16_flags()),
+        "torch": torch.__version__,
         "date": time.strftime("%Y-%m-%d"),
         "load_average_1min": {"start": load_start, "end": round(os.getloadavg()[0], 2)},
         "gflop_per_step": round(flops / 1e9, 2),
         "rows": rows,
+        "best_bound": best_name,
+        "cli_precision": cli_precision,
+        "cli_of_best_bound": rows["probcl pretrain (CLI, steady state)"]["of_best_bound"],
         "cli_fixed_seconds": round(overheads[best_i], 1),
         "cli_fixed_seconds_note": "start-up to the first step + final checkpoint, from two run lengths",
         "note": "images = pairs of views; best of repeats",
     }
     print(
         f"{args.config}: {cfg.model.backbone} width {cfg.model.width}, batch {batch_size}, {device}, "
-        f"{args.threads} threads, {result['gflop_per_step']} GFLOP/step"
+        f"{args.threads} threads, {result['gflop_per_step']} GFLOP/step, CPU capability {result['cpu_capability']} "
+        f"(bf16 flags: {', '.join(result['cpu_bf16_flags']) or 'none'})"
     )
-    print(f"{'path':<40} {'img/s':>8} {'GFLOP/s':>8} {'of best bound':>14}")
+    print(f"{'path':<45} {'img/s':>8} {'GFLOP/s':>8} {'of best bound':>14}")
     for name, row in rows.items():
-        print(f"{name:<40} {row['images_per_s']:>8.1f} {row['gflop_per_s']:>8.1f} {row['of_best_bound']:>14.3f}")
+        print(f"{name:<45} {row['images_per_s']:>8.1f} {row['gflop_per_s']:>8.1f} {row['of_best_bound']:>14.3f}")
+    print(f"best bound: {best_name}; the CLI ({cli_precision}) reaches {result['cli_of_best_bound']:.3f} of it")
     print(f"CLI start-up + final checkpoint: {result['cli_fixed_seconds']:.1f} s")
     atomic_write_json(args.out, result)
 

@@ -140,6 +140,14 @@ class TensorImages(ImageSource):
     def to_memory(self, num_workers: int = 0, batch_size: int = 256) -> TensorImages:
         return self
 
+    def batches(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """(images, labels, indices, no skipped indices) in order, as slices: no per-image indexing or collation."""
+        labels = self._labels if self._labels is not None else torch.full((len(self),), -1, dtype=torch.long)
+        none = torch.zeros(0, dtype=torch.long)
+        for start in range(0, len(self), batch_size):
+            end = min(start + batch_size, len(self))
+            yield self.images[start:end], labels[start:end], torch.arange(start, end), none
+
 
 class PathTable:
     """File paths packed in one byte array with offsets: no Python object per file, so that forked
@@ -238,7 +246,10 @@ class FolderImages(ImageSource):
 
 def image_batches(data: Dataset, batch_size: int, num_workers: int, description: str) -> Iterator:
     """(uint8 images or None, labels, indices, skipped indices) per batch of ``data`` in order, with a
-    progress bar; unreadable images are skipped (see :func:`collate_skip_corrupt`)."""
+    progress bar; unreadable images are skipped (see :func:`collate_skip_corrupt`). In-memory images are sliced."""
+    if isinstance(data, TensorImages):
+        yield from progress(data.batches(batch_size), description, total=-(-len(data) // batch_size))
+        return
     loader = DataLoader(
         data, batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate_skip_corrupt
     )

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from probcl.config import MAX_SEED
 from probcl.core.devices import resolve_device
 from probcl.core.layout import RunPaths
+from probcl.core.precision import PrecisionChoice, compute_precision, resolve_precision
 from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
 from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, DatasetError
@@ -116,6 +117,13 @@ class ModelOnData:
     def torch_device(self) -> torch.device:
         return resolve_device(self.device)
 
+    @cached_property
+    def precision(self) -> PrecisionChoice:
+        """The precision features are extracted in: the run's ``train.precision`` on this device (``auto``: bf16
+        where the device computes it natively), as the model trained; ``auto`` for a foreign encoder."""
+        requested = self.model.cfg.train.precision if self.foreign is None else "auto"
+        return resolve_precision(requested, self.torch_device)
+
     @property
     def method(self) -> str:
         """The run's method name, or the foreign encoder's name."""
@@ -209,11 +217,27 @@ class ModelOnData:
             self._cache[key] = self.extract(data, f"{layer} features: {data.name} {split}", layer)
         return self._cache[key]
 
+    def split_features(
+        self, split: Split, index: torch.Tensor, description: str, layer: str | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(features, labels) of the images ``index`` of a split of the training dataset: rows of the cached
+        features of the whole split when a suite has computed them, else extracted for these images only."""
+        key = ("features", None, split, layer or self.feature_layer)
+        data = self.dataset(None, split)
+        if key in self._cache and len(self._cache[key][0]) == len(data):  # no image skipped: rows match indices
+            features, labels = self._cache[key]
+            return features[index], labels[index]
+        return self.extract(data if len(index) == len(data) else data.subset(index), description, layer)
+
     def extract(
         self, data: ImageSource, description: str, layer: str | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Uncached (features, labels) of any dataset (default: the context's feature layer)."""
-        return extract(self.embed_fn(layer), data, self.batch_size, self.torch_device, description, self.num_workers)
+        """Uncached (features, labels) of any dataset (default: the context's feature layer), in the training
+        precision (:attr:`precision`)."""
+        with compute_precision(self.precision, self.torch_device):
+            return extract(
+                self.embed_fn(layer), data, self.batch_size, self.torch_device, description, self.num_workers
+            )
 
     def linear_probe(self) -> tuple[dict, LinearProbe]:
         """The offline linear probe on the feature layer's train/test features (fitted once, then cached)."""
@@ -226,4 +250,9 @@ class ModelOnData:
 
     def protocol(self, **extra: Any) -> dict:
         """What every suite result records about its inputs, plus ``extra``."""
-        return {"feature_layer": self.feature_layer, "train_images": len(self.features("train")[0]), **extra}
+        return {
+            "feature_layer": self.feature_layer,
+            "train_images": len(self.features("train")[0]),
+            "feature_precision": self.precision.precision,
+            **extra,
+        }

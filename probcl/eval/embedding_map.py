@@ -41,8 +41,9 @@ def embedding_map(ctx: ModelOnData, max_images: int = MAP_IMAGES, seed: int = 0,
     ``labels`` (-1 = unlabeled), ``index`` (test-set indices) and the ``protocol``."""
     data = ctx.dataset(None, "test")
     index = data.seeded_indices(max_images, seed)
-    subset = data if len(index) == len(data) else data.subset(index)
-    features, labels = ctx.extract(subset, f"embedding map: {layer} features of {len(index)} test images", layer)
+    features, labels = ctx.split_features(
+        "test", index, f"embedding map: {layer} features of {len(index)} test images", layer
+    )
     return {
         "points": tsne_map(features, seed),
         "labels": labels.tolist(),

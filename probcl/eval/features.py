@@ -5,10 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import torch
-from torch.utils.data import DataLoader
 
-from probcl.core.progress import progress
-from probcl.data.datasets import ImageSource
+from probcl.data.datasets import ImageSource, image_batches
 from probcl.errors import DatasetError
 
 
@@ -33,11 +31,15 @@ def extract(
     description: str | None = None,
     num_workers: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Apply ``fn`` (uint8 images -> (B, d) tensor) to every item; returns (outputs on CPU, labels)."""
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=num_workers)
-    batches = progress(loader, description or f"features of {dataset.name}")
+    """Apply ``fn`` (uint8 images -> (B, d) tensor) to every readable item; returns (float32 outputs on CPU,
+    labels)."""
+    batches = image_batches(dataset, batch_size, num_workers, description or f"features of {dataset.name}")
     out = concat_batches(
-        ({"outputs": fn(images.to(device)).float().cpu(), "labels": torch.as_tensor(y)} for images, y, _ in batches),
+        (
+            {"outputs": fn(images.to(device)).float().cpu(), "labels": labels}
+            for images, labels, _, _ in batches
+            if images is not None
+        ),
         dataset.name,
     )
     return out["outputs"], out["labels"]

@@ -8,7 +8,53 @@ vote of the k nearest neighbours under Euclidean distance.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+
+
+def knn_classify(
+    train_features: torch.Tensor,
+    train_labels: torch.Tensor,
+    test_features: torch.Tensor,
+    num_classes: int,
+    k: int = 200,
+    temperature: float = 0.1,
+    plain_k: int = 0,
+    chunk: int = 1024,
+    exclude_self: bool = False,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """Weighted kNN class scores (N_test, C) (``k`` > 0: the sum over the k most cosine-similar training items
+    of exp(sim/T)) and plain kNN predictions (N_test,) (``plain_k`` > 0: majority vote of the plain_k
+    Euclidean-nearest, ties to the lowest class id); a part not asked for is None.
+
+    Both rank one Gram matrix G = <a, b> per chunk of test items a: by cosine, G / (|a| |b|), which for a
+    fixed a ranks as G / |b|; by distance, ||a - b||^2 = |a|^2 + |b|^2 - 2 G, which ranks as -(G - |b|^2 / 2).
+    """
+    train, test = train_features.float(), test_features.float()
+    train_sq = train.square().sum(1)
+    train_inv_norm = train_sq.sqrt().clamp_min(1e-12).reciprocal()  # F.normalize's eps
+    k = min(k, len(train) - int(exclude_self))
+    plain_k = min(plain_k, len(train) - int(exclude_self))
+    scores, predictions = [], []
+    for start in range(0, len(test), chunk):
+        part = test[start : start + chunk]
+        gram = part @ train.T
+        rows = torch.arange(gram.shape[0])
+        if k > 0:
+            ranked = gram * train_inv_norm  # cosine up to each row's 1 / |a|
+            if exclude_self:
+                ranked[rows, rows + start] = float("-inf")
+            top, top_idx = ranked.topk(k, dim=1)
+            top_sim = top * part.square().sum(1).sqrt().clamp_min(1e-12).reciprocal()[:, None]
+            votes = torch.zeros(gram.shape[0], num_classes, dtype=top_sim.dtype)
+            scores.append(votes.scatter_add_(1, train_labels[top_idx], (top_sim / temperature).exp()))
+        if plain_k > 0:
+            closeness = gram.sub_(train_sq, alpha=0.5)  # G - |b|^2 / 2, in place: the Gram matrix is done
+            if exclude_self:
+                closeness[rows, rows + start] = float("-inf")
+            idx = closeness.topk(plain_k, dim=1).indices
+            counts = torch.zeros(idx.shape[0], num_classes)
+            counts.scatter_add_(1, train_labels[idx], torch.ones_like(idx, dtype=counts.dtype))
+            predictions.append(counts.argmax(1))
+    return (torch.cat(scores) if scores else None), (torch.cat(predictions) if predictions else None)
 
 
 def weighted_knn_scores(
@@ -22,21 +68,11 @@ def weighted_knn_scores(
     exclude_self: bool = False,
 ) -> torch.Tensor:
     """Class scores (N_test, C): sum over the k most cosine-similar training items of exp(sim/T)."""
-    train = F.normalize(train_features.float(), dim=1)
-    test = F.normalize(test_features.float(), dim=1)
-    k = min(k, len(train) - int(exclude_self))
-    scores = []
-    for start in range(0, len(test), chunk):
-        sim = test[start : start + chunk] @ train.T
-        if exclude_self:
-            rows = torch.arange(sim.shape[0])
-            sim[rows, rows + start] = float("-inf")
-        top_sim, top_idx = sim.topk(k, dim=1)
-        weights = (top_sim / temperature).exp()
-        votes = torch.zeros(sim.shape[0], num_classes, dtype=weights.dtype)
-        votes.scatter_add_(1, train_labels[top_idx], weights)
-        scores.append(votes)
-    return torch.cat(scores)
+    scores, _ = knn_classify(
+        train_features, train_labels, test_features, num_classes, k, temperature, 0, chunk, exclude_self
+    )
+    assert scores is not None
+    return scores
 
 
 def plain_knn_predict(
@@ -48,15 +84,9 @@ def plain_knn_predict(
     chunk: int = 1024,
 ) -> torch.Tensor:
     """Majority vote of the k Euclidean-nearest training items (ties: lowest class id)."""
-    train, test = train_features.float(), test_features.float()
-    predictions = []
-    for start in range(0, len(test), chunk):
-        dist = torch.cdist(test[start : start + chunk], train)
-        idx = dist.topk(min(k, len(train)), dim=1, largest=False).indices
-        counts = torch.zeros(idx.shape[0], num_classes)
-        counts.scatter_add_(1, train_labels[idx], torch.ones_like(idx, dtype=counts.dtype))
-        predictions.append(counts.argmax(1))
-    return torch.cat(predictions)
+    _, predictions = knn_classify(train_features, train_labels, test_features, num_classes, 0, 1.0, k, chunk)
+    assert predictions is not None
+    return predictions
 
 
 def topk_accuracy(scores: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...] = (1, 5)) -> dict[str, float]:

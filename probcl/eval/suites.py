@@ -22,7 +22,7 @@ from probcl.core.deprecation import renamed_keys
 from probcl.core.registry import Registry
 from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
-from probcl.eval.knn import plain_knn_predict, topk_accuracy, weighted_knn_scores
+from probcl.eval.knn import knn_classify, topk_accuracy
 
 SuiteFn = Callable[[ModelOnData, Any], dict]
 # retired option names (glossary: the kNN neighbour count is knn_k everywhere), accepted for one release
@@ -123,10 +123,10 @@ def knn_suite(ctx: ModelOnData, options: KnnOptions) -> dict:
     k, temperature, plain_k = options.knn_k, options.temperature, options.plain_k
     train_f, train_y = ctx.features("train")
     test_f, test_y = ctx.features("test")
-    weighted = topk_accuracy(weighted_knn_scores(train_f, train_y, test_f, ctx.num_classes, k, temperature), test_y)
-    plain = (
-        100.0 * (plain_knn_predict(train_f, train_y, test_f, ctx.num_classes, plain_k) == test_y).float().mean().item()
-    )
+    scores, predictions = knn_classify(train_f, train_y, test_f, ctx.num_classes, k, temperature, plain_k)
+    assert scores is not None and predictions is not None
+    weighted = topk_accuracy(scores, test_y)
+    plain = 100.0 * (predictions == test_y).float().mean().item()
     return {
         "top1": weighted["top1"],
         "top5": weighted.get("top5"),
