@@ -93,7 +93,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="input channels (default: the sidecar's, 3 for torchvision:, else the dataset's)",
     )
-    enc.add_argument("--out", default=None, help="folder for eval.json and plots/ (default: runs/eval-<weights name>)")
+    enc.add_argument(
+        "--out",
+        default=None,
+        help="folder for eval.json and plots/ (default: runs/eval-<weights name>-<hash8>, the hash of the weights' "
+        "content and preprocessing; a folder with other weights' results is refused)",
+    )
 
 
 def _settings(args: argparse.Namespace, options: dict) -> dict:
@@ -150,7 +155,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     else:
         from probcl.config import DataConfig
         from probcl.models.encoder import load_encoder
-        from probcl.tasks.evaluate import evaluate_encoder, format_table
+        from probcl.tasks.evaluate import encoder_folder, evaluate_encoder, format_table
 
         encoder = load_encoder(
             args.weights,
@@ -163,11 +168,17 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             args.data_root,
             args.weights_prefix,
         )
-        out = Path(args.out or f"runs/eval-{encoder.name}")
+        out = Path(args.out) if args.out else encoder_folder(encoder)
         results = evaluate_encoder(encoder, suites, out, **_settings(args, options))
         title = f"evaluation of {args.weights} on {encoder.data_info.dataset}"
     print_table(title, ("suite", "metric", "value"), format_table(results))
     print(f"results merged into {out / 'eval.json'}")
     if args.report:
         print(f"report in {out / 'report.md'} and {out / 'report.html'}")
+    for note in results.notes:
+        print(f"note: {note}")
+    if results.skipped:
+        print(f"skipped {len(results.skipped)} suite(s) that cannot run here:")
+        for suite, reason in results.skipped.items():
+            print(f"  {suite}: {reason}")
     return 0

@@ -111,7 +111,7 @@ def adversarial_suite(ctx: ModelOnData, options: AdversarialOptions) -> dict:
     pgd_steps, max_images, seed = options.pgd_steps, options.max_images, options.seed
     if ctx.feature_layer == "pixels":
         raise ConfigError("the adversarial suite attacks the encoder; use --features backbone or projection")
-    data, _ = id_test_images(ctx, max_images, seed)
+    data, _ = id_test_images(ctx, "adversarial", max_images, seed)
     _, probe = ctx.linear_probe()
     probe = _probe_on(probe, ctx.torch_device)
     embed = ctx.embed_fn()

@@ -10,11 +10,11 @@ model's public API (``embed``, ``project`` and, for :class:`HasUncertainty` meth
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -27,12 +27,14 @@ from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.features import extract, pixel_features
 from probcl.eval.linear import LinearProbe, linear_probe
+from probcl.eval.provenance import encoder_record, evaluated_model
 from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import HasUncertainty
 from probcl.models.encoder import ForeignEncoder
 from probcl.runs.loading import load_run
 
 FEATURE_LAYERS = ("backbone", "projection", "pixels")
+T = TypeVar("T")
 
 
 @dataclass
@@ -52,6 +54,7 @@ class ModelOnData:
     seed: int = 0  # seed of the max_train subset and of the offline probe
     num_workers: int = 0  # image-decoding processes for folder datasets
     foreign: ForeignEncoder | None = None  # an encoder evaluated instead of a run's model
+    notes: list[str] = field(default_factory=list, init=False, repr=False)  # what the user is told at the end
     _cache: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -66,6 +69,18 @@ class ModelOnData:
         if not 0 <= self.seed <= MAX_SEED:
             raise ConfigError(f"--seed must be in [0, {MAX_SEED}], got {self.seed}")
         resolve_device(self.device)  # a device this machine lacks fails here, before any work
+
+    def note(self, text: str) -> None:
+        """Tell the user ``text`` once, after the evaluation (``probcl evaluate`` prints the notes; the Python API
+        returns them)."""
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def cached(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, computed once per ``key`` for this model and these settings."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
 
     def for_run(self, run_dir: str | Path) -> ModelOnData:
         """The same settings on another run (ensemble members, reference runs), with its own cache."""
@@ -101,10 +116,15 @@ class ModelOnData:
         """The run directory, or the foreign encoder's name."""
         return str(self.run_dir) if self.foreign is None else self.foreign.name
 
-    @property
-    def checkpoint_meta(self) -> Any:
-        """What was evaluated: the run's checkpoint (path, epoch, step), or the foreign encoder's source."""
-        return self.model.checkpoint_meta if self.foreign is None else self.foreign.source
+    @cached_property
+    def checkpoint_meta(self) -> dict[str, Any]:
+        """What was evaluated, as every result records it (:func:`~probcl.eval.provenance.evaluated_model`): the
+        run's checkpoint (path, epoch, step) or the foreign encoder's source, the sha256 of its file (of the
+        module's tensors when it has none) and the preprocessing."""
+        if self.foreign is None:
+            meta = self.model.checkpoint_meta
+            return evaluated_model(meta, self.model.data_info, self.model, meta["path"])
+        return encoder_record(self.foreign)
 
     @cached_property
     def paths(self) -> RunPaths:

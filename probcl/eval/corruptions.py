@@ -21,7 +21,7 @@ from probcl.eval.suites import SUITES
 
 def corruption_accuracies(ctx: ModelOnData, names: list[str], max_images: int | None, seed: int) -> dict:
     """{"clean": top-1, "top1": {corruption: [top-1 at severity 1..5]}, "images": n} of the context's probe."""
-    data, _ = id_test_images(ctx, max_images, seed)
+    data, _ = id_test_images(ctx, "corruptions", max_images, seed)
     labels = data.labels()
     if labels is None:
         raise DatasetError(f"{data.name}: the corruptions suite needs labeled test images")

@@ -192,7 +192,7 @@ def lipschitz_suite(ctx: ModelOnData, options: LipschitzOptions) -> dict:
     model, o = ctx.model, options
     kappa_value, kappa_source = kappa_for(model, o.kappa)
     perturbs, source = _perturbations_for(model, o.strengths)
-    data, _ = id_test_images(ctx, o.max_images, o.seed)
+    data, _ = id_test_images(ctx, "lipschitz", o.max_images, o.seed)
     values = lipschitz_values(
         model, data.images, perturbs, kappa_value, o.layer, ctx.batch_size, ctx.torch_device, o.seed
     )

@@ -204,13 +204,28 @@ def _probe_probs(member: ModelOnData, id_idx: torch.Tensor, sets: dict) -> dict[
     return {name: probe.logits(f).softmax(1) for name, f in feats.items()}
 
 
-@SUITES.register("ood", options=OodOptions, title="Out-of-distribution detection")
+def ood_summary(result: dict) -> dict[str, float]:
+    """The console's view of an ``ood`` result: per OOD set, the combined score's AUROC and FPR95 and the best
+    single score's AUROC (named); the other scores and metrics stay in eval.json and the report."""
+    rows: dict[str, float] = {}
+    for name, scores in result["sets"].items():
+        if COMBINED in scores:
+            rows[f"{name}: {COMBINED} auroc"] = scores[COMBINED]["auroc"]
+            rows[f"{name}: {COMBINED} fpr95"] = scores[COMBINED]["fpr95"]
+        single = {score: metrics["auroc"] for score, metrics in scores.items() if score != COMBINED}
+        if single:
+            best = max(single, key=single.__getitem__)
+            rows[f"{name}: best single ({best}) auroc"] = single[best]
+    return rows
+
+
+@SUITES.register("ood", options=OodOptions, title="Out-of-distribution detection", summary=ood_summary)
 def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
     """AUROC, AUPR-in/out and FPR95 of every outlier score (probe MSP, energy, MC-dropout, a deep ensemble
     over ``runs``, and the ID-fitted scores of :mod:`probcl.eval.id_reference`: kNN distances, feature norm,
     Mahalanobis, input statistics, the method's own, their combination) against each OOD set."""
     o = options
-    id_data, id_idx = id_test_images(ctx, o.max_images, o.seed)
+    id_data, id_idx = id_test_images(ctx, "ood", o.max_images, o.seed)
     sets, skipped = ood_sets(ctx, o.datasets, id_data, o.max_images, o.seed)
     _, probe = ctx.linear_probe()
     reference, id_out = fit_reference(
