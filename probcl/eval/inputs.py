@@ -37,7 +37,7 @@ def _decoded(ctx: ModelOnData, data: ImageSource, suite: str) -> TensorImages:
     if len(data) * per_image > IN_MEMORY_BYTES:
         raise ConfigError(
             f"suite {suite} perturbs the test images in memory, and the {len(data)} of {data.name} take "
-            f"{_mib(data)} MiB decoded (more than {IN_MEMORY_BYTES >> 20} MiB); pass --option "
+            f"{_mib(data)} MiB decoded (more than {IN_MEMORY_BYTES / (1 << 20):.3g} MiB); pass --option "
             f"{suite}.max_images={IN_MEMORY_BYTES // per_image} (a seeded subset that fits)"
         )
     return data.to_memory(ctx.num_workers, ctx.batch_size)
