@@ -25,6 +25,7 @@ from probcl.core.typed_config import (
     OneOf,
     Positive,
     Probability,
+    check_bounds,
     dotted,
     from_dict,
     parse_override_value,
@@ -39,6 +40,7 @@ __all__ = [
     "AtLeast",
     "AugmentConfig",
     "Bound",
+    "check_bounds",
     "Config",
     "ConfigError",
     "DataConfig",
@@ -60,6 +62,7 @@ __all__ = [
     "recipe",
     "recipe_changes",
     "save_config",
+    "Seed",
     "set_dotted",
     "to_plain",
     "TrainConfig",
@@ -175,6 +178,7 @@ class OptimConfig:
 
 
 MAX_SEED = 2**32 - 1  # numpy's and Lightning's seed range
+Seed = Annotated[int, InRange(0, MAX_SEED)]  # a seed field of any options object
 LOGGERS = ("tensorboard", "wandb", "mlflow")  # valid train.loggers names
 
 
@@ -184,7 +188,7 @@ class TrainConfig:
 
     epochs: Annotated[int, AtLeast(1)] = 10
     batch_size: Annotated[int, AtLeast(2)] = 256
-    seed: Annotated[int, InRange(0, MAX_SEED)] = 0
+    seed: Seed = 0
     accelerator: str = "auto"  # cpu | gpu | auto
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
