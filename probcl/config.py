@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 
 from probcl.core.backbone_names import FAMILIES, resolve_backbone
+from probcl.core.deprecation import warn_renamed
 from probcl.core.io import atomic_write_text
 from probcl.core.typed_config import (
     AtLeast,
@@ -306,7 +307,10 @@ FLAG_ALIASES = {"--download", "--sync-batchnorm"}  # take no value
 
 
 def parse_overrides(tokens: list[str]) -> dict:
-    """``--a.b value``, ``--a.b=value`` and the aliases above -> {dotted key: parsed value}."""
+    """``--a.b value``, ``--a.b=value`` and the aliases above -> {dotted key: parsed value}.
+
+    A config key is spelled as in YAML (``--train.batch_size``); its dashed spelling (``--train.batch-size``)
+    still works for one release and says the key's spelling once."""
     overrides, i = {}, 0
     while i < len(tokens):
         token = tokens[i]
@@ -318,6 +322,8 @@ def parse_overrides(tokens: list[str]) -> dict:
             i += 1
             continue
         dotted = ALIASES.get(key, key[2:].replace("-", "_"))
+        if key not in ALIASES and "-" in key[2:]:
+            warn_renamed(key, f"--{dotted}")
         if not value:
             if i + 1 >= len(tokens):
                 raise ConfigError(f"{key} needs a value")
