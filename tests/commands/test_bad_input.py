@@ -226,7 +226,10 @@ CASES = {
         r"device 'cuda:999'.* CUDA GPU",
     ),
     "score bad out type": (["score", "{run}", "--dataset", "digits", "--out", "{tmp}/s.xlsx"], r"\.csv or \.parquet"),
-    "sample unknown data": (["sample", "{run}", "--dataset", "nope", "--out", "{tmp}/s.png"], r"unknown dataset 'nope'"),
+    "sample unknown data": (
+        ["sample", "{run}", "--dataset", "nope", "--out", "{tmp}/s.png"],
+        r"unknown dataset 'nope'",
+    ),
     "sample missing run": (["sample", "{tmp}/nowhere"], r"does not exist"),
     "sample zero samples": (["sample", "{run}", "--num", "0"], r"--num must be >= 1, got 0"),
     "sample negative steps": (["sample", "{run}", "--steps", "-1"], r"--steps must be >= 0, got -1"),
