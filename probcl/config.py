@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 
 from probcl.core.backbone_names import FAMILIES, resolve_backbone
+from probcl.core.deprecation import warn_renamed
 from probcl.core.io import atomic_write_text
 from probcl.core.typed_config import (
     AtLeast,
@@ -25,6 +26,7 @@ from probcl.core.typed_config import (
     OneOf,
     Positive,
     Probability,
+    check_bounds,
     dotted,
     from_dict,
     parse_override_value,
@@ -39,6 +41,7 @@ __all__ = [
     "AtLeast",
     "AugmentConfig",
     "Bound",
+    "check_bounds",
     "Config",
     "ConfigError",
     "DataConfig",
@@ -60,6 +63,7 @@ __all__ = [
     "recipe",
     "recipe_changes",
     "save_config",
+    "Seed",
     "set_dotted",
     "to_plain",
     "TrainConfig",
@@ -175,6 +179,7 @@ class OptimConfig:
 
 
 MAX_SEED = 2**32 - 1  # numpy's and Lightning's seed range
+Seed = Annotated[int, InRange(0, MAX_SEED)]  # a seed field of any options object
 LOGGERS = ("tensorboard", "wandb", "mlflow")  # valid train.loggers names
 
 
@@ -184,7 +189,7 @@ class TrainConfig:
 
     epochs: Annotated[int, AtLeast(1)] = 10
     batch_size: Annotated[int, AtLeast(2)] = 256
-    seed: Annotated[int, InRange(0, MAX_SEED)] = 0
+    seed: Seed = 0
     accelerator: str = "auto"  # cpu | gpu | auto
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
@@ -302,7 +307,10 @@ FLAG_ALIASES = {"--download", "--sync-batchnorm"}  # take no value
 
 
 def parse_overrides(tokens: list[str]) -> dict:
-    """``--a.b value``, ``--a.b=value`` and the aliases above -> {dotted key: parsed value}."""
+    """``--a.b value``, ``--a.b=value`` and the aliases above -> {dotted key: parsed value}.
+
+    A config key is spelled as in YAML (``--train.batch_size``); its dashed spelling (``--train.batch-size``)
+    still works for one release and says the key's spelling once."""
     overrides, i = {}, 0
     while i < len(tokens):
         token = tokens[i]
@@ -314,6 +322,8 @@ def parse_overrides(tokens: list[str]) -> dict:
             i += 1
             continue
         dotted = ALIASES.get(key, key[2:].replace("-", "_"))
+        if key not in ALIASES and "-" in key[2:]:
+            warn_renamed(key, f"--{dotted}")
         if not value:
             if i + 1 >= len(tokens):
                 raise ConfigError(f"{key} needs a value")

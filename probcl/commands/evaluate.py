@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from probcl.commands._options import options_from_flags
 from probcl.core.deprecation import RenamedFlag
 from probcl.core.progress import print_table
 
@@ -38,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--features",
-        default="backbone",
+        dest="feature_layer",
         choices=["backbone", "projection", "pixels"],
         help="feature layer; 'pixels' gives the raw-pixel baseline",
     )
@@ -49,11 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SUITE.KEY=VALUE",
         help="suite option, e.g. --option ood.datasets=digits,mnist (repeatable; see the README's Evaluations table)",
     )
-    p.add_argument(
-        "--max-train", type=int, default=None, help="seeded subset of this many training images for probes and kNN"
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of the --max-train subset and the offline probe")
-    p.add_argument("--inference-batch-size", dest="batch_size", type=int, default=512, help="images per forward pass")
+    p.add_argument("--max-train", type=int, help="seeded subset of this many training images for probes and kNN")
+    p.add_argument("--seed", type=int, help="seed of the --max-train subset and the offline probe")
+    p.add_argument("--inference-batch-size", dest="batch_size", type=int, help="images per forward pass")
     p.add_argument(
         "--batch-size",
         dest="batch_size",
@@ -62,9 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         new="--inference-batch-size",
         help=argparse.SUPPRESS,
     )
-    p.add_argument("--num-workers", type=int, default=0, help="image-decoding processes for folder datasets")
-    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
-    p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
+    p.add_argument("--num-workers", type=int, help="image-decoding processes for folder datasets")
+    p.add_argument("--device", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
+    p.add_argument("--data-root", help="data root (default: the run's data.root, $PROBCL_DATA)")
     p.add_argument(
         "--no-report",
         dest="report",
@@ -105,27 +104,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     enc.add_argument("--out", default=None, help="folder for eval.json and plots/ (default: runs/eval-<weights name>)")
 
 
-def _settings(args: argparse.Namespace, options: dict) -> dict:
-    """The evaluation settings shared by runs and foreign encoders, as keyword arguments."""
-    return dict(
-        device=args.device,
-        batch_size=args.batch_size,
-        feature_layer=args.features,
-        max_train=args.max_train,
-        data_root=args.data_root,
-        options=options,
-        seed=args.seed,
-        num_workers=args.num_workers,
-        report=args.report,
-    )
-
-
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.core.typed_config import parse_suite_options
     from probcl.errors import ConfigError
+    from probcl.tasks.evaluate import EvaluateSettings
 
     suites = [s.strip() for s in args.suite.split(",") if s.strip()]
-    options = parse_suite_options(args.option)
+    settings = options_from_flags(
+        EvaluateSettings,
+        args,
+        {"batch_size": "--inference-batch-size", "feature_layer": "--features", "report": "--no-report"},
+        options=parse_suite_options(args.option),
+    )
     given = vars(args)
     model = {key: given[f"model_{key}"] for key in MODEL_KEYS if given[f"model_{key}"] is not None}
     encoder_args = {
@@ -153,7 +143,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 f"{', '.join(stray)}: only with --weights; a run is evaluated on its training data "
                 f"with its own architecture and preprocessing"
             )
-        results = evaluate_run(args.run, suites, **_settings(args, options))
+        results = evaluate_run(args.run, suites, settings)
         out = Path(args.run)
         title = f"evaluation of {args.run}"
     else:
@@ -169,11 +159,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             args.image_size,
             args.mean,
             args.std,
-            args.data_root,
+            settings.data_root,
             args.weights_prefix,
         )
         out = Path(args.out or f"runs/eval-{encoder.name}")
-        results = evaluate_encoder(encoder, suites, out, **_settings(args, options))
+        results = evaluate_encoder(encoder, suites, out, settings)
         title = f"evaluation of {args.weights} on {encoder.data_info.dataset}"
     print_table(title, ("suite", "metric", "value"), format_table(results))
     print(f"results merged into {out / 'eval.json'}")

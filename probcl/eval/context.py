@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 import torch.nn.functional as F
 
-from probcl.config import MAX_SEED
+from probcl.config import AtLeast, NonNegative, Seed, check_bounds
 from probcl.core.devices import resolve_device
 from probcl.core.layout import RunPaths
 from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
@@ -45,12 +45,12 @@ class ModelOnData:
 
     run_dir: Path | None
     device: str = "auto"
-    batch_size: int = 512
+    batch_size: Annotated[int, AtLeast(1)] = 512  # images per forward pass (the inference batch)
     feature_layer: str = "backbone"
-    max_train: int | None = None  # cap on training images (seeded subset) for probes, kNN and references
+    max_train: Annotated[int | None, AtLeast(1)] = None  # cap on training images (seeded subset) for probes, kNN, refs
     data_root: str | None = None
-    seed: int = 0  # seed of the max_train subset and of the offline probe
-    num_workers: int = 0  # image-decoding processes for folder datasets
+    seed: Seed = 0  # seed of the max_train subset and of the offline probe
+    num_workers: Annotated[int, NonNegative] = 0  # image-decoding processes for folder datasets
     foreign: ForeignEncoder | None = None  # an encoder evaluated instead of a run's model
     _cache: dict = field(default_factory=dict, init=False, repr=False)
 
@@ -58,13 +58,8 @@ class ModelOnData:
         if (self.run_dir is None) == (self.foreign is None):
             raise ConfigError("ModelOnData takes a run directory or a foreign encoder (one of them)")
         self.run_dir = None if self.run_dir is None else Path(self.run_dir)
+        check_bounds(self)  # built in code (by `probcl score`, benchmarks) as well as from checked settings
         self.check_layer(self.feature_layer)
-        if self.batch_size < 1:
-            raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
-        if self.max_train is not None and self.max_train < 1:
-            raise ConfigError(f"--max-train must be >= 1, got {self.max_train}")
-        if not 0 <= self.seed <= MAX_SEED:
-            raise ConfigError(f"--seed must be in [0, {MAX_SEED}], got {self.seed}")
         resolve_device(self.device)  # a device this machine lacks fails here, before any work
 
     def for_run(self, run_dir: str | Path) -> ModelOnData:

@@ -28,11 +28,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import torch
 import torch.nn.functional as F
 
+from probcl.config import AtLeast, InRange, Seed, check_bounds
 from probcl.data.datasets import ImageSource
 from probcl.errors import ConfigError
 from probcl.eval.features import concat_batches
@@ -61,16 +62,13 @@ ENERGY_REFERENCE_SIZE = 4096  # training images whose projections define the ima
 class ReferenceOptions:
     """What :func:`fit_reference` fits and how it calibrates."""
 
-    k: int = 10  # neighbours of the kNN distances in the combination (TaU paper: 10)
-    tpr: float = 0.95  # share of ID images every threshold accepts
+    k: Annotated[int, AtLeast(1)] = 10  # neighbours of the kNN distances in the combination (TaU paper: 10)
+    tpr: Annotated[float, InRange(0, 1, low_open=True)] = 0.95  # share of ID images every threshold accepts
     combination: Sequence[str] | None = None  # scores of the combined score (None: the default combination)
-    seed: int = 0  # seed of the calibration halves and of the energy reference subset
+    seed: Seed = 0  # seed of the calibration halves and of the energy reference subset
 
     def __post_init__(self) -> None:
-        if self.k < 1:
-            raise ConfigError(f"k must be >= 1, got {self.k}")
-        if not 0 < self.tpr <= 1:
-            raise ConfigError(f"the OOD threshold's TPR must be in (0, 1], got {self.tpr}")
+        check_bounds(self)  # built in code from other options (the ood suite's, `probcl score`'s)
 
 
 @dataclass

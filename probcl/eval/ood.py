@@ -16,7 +16,7 @@ from typing import Annotated
 import numpy as np
 import torch
 
-from probcl.config import AtLeast, InRange
+from probcl.config import AtLeast, InRange, Seed
 from probcl.data.datasets import ImageSource, TensorImages
 from probcl.data.ood_sets import GENERATED, generated_set
 from probcl.errors import ConfigError, DatasetError
@@ -167,7 +167,7 @@ class OodOptions:
     mc_passes: Annotated[int, AtLeast(1)] = 20  # MC-dropout forward passes
     dropout: Annotated[float, InRange(0, 1, high_open=True)] = 0.2  # MC-dropout rate on the probe's input
     runs: list[str] | None = None  # other runs of the same method: deep-ensemble MSP
-    seed: int = 0
+    seed: Seed = 0
     histogram_bins: Annotated[int, AtLeast(1)] = 40
     combination: list[str] | None = None  # scores of the ID-fitted combined score (default: see id_reference)
 

@@ -14,7 +14,7 @@ from probcl.eval.corruptions import corruption_errors
 from probcl.eval.efficiency import epochs_to_reach, relative_efficiency
 from probcl.eval.ood import method_uncertainty_fns
 from probcl.methods.capabilities import HasUncertainty
-from probcl.tasks.evaluate import evaluate_run
+from probcl.tasks.evaluate import EvaluateSettings, evaluate_run
 from probcl.tasks.pretrain import pretrain
 
 MAX_TRAIN = 300
@@ -48,7 +48,7 @@ def test_suites_end_to_end(runs):
         "transfer": {"datasets": ["digits"]},
         "efficiency": {"reference": str(other)},
     }
-    results = evaluate_run(run, list(options), max_train=MAX_TRAIN, options=options)
+    results = evaluate_run(run, list(options), EvaluateSettings(max_train=MAX_TRAIN, options=options))
     assert set(options) <= set(read_json(run / "eval.json"))
 
     ood = results["ood"]
@@ -116,8 +116,10 @@ def test_method_uncertainty_enters_the_ood_suite(runs):
     result = evaluate_run(
         runs["tau"],
         ["ood"],
-        max_train=MAX_TRAIN,
-        options={"ood": {"datasets": ["noise:uniform"], "max_images": 100, "knn_k": 10, "mc_passes": 3}},
+        EvaluateSettings(
+            max_train=MAX_TRAIN,
+            options={"ood": {"datasets": ["noise:uniform"], "max_images": 100, "knn_k": 10, "mc_passes": 3}},
+        ),
     )
     scores = result["ood"]["sets"]["noise:uniform"]
     assert {"uncertainty:neg_u", "uncertainty:neg_u_squared"} <= set(scores)
