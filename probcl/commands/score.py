@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from probcl.core.deprecation import RenamedFlag
@@ -132,7 +131,6 @@ def ood_options(items: list[str]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.core.progress import print_table
-    from probcl.eval.score_table import COMBINED, combination_weights
     from probcl.tasks.score import ScoreOptions, score_dataset
 
     ood = ood_options(args.option)
@@ -158,13 +156,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         cache=args.cache,
     )
     summary = score_dataset(args.run, args.dataset, args.out, options, html=args.html)
-    # an image is flagged by score s when -log(p_s / w_s) exceeds the decision's threshold T: p_s < w_s exp(-T)
-    weights = combination_weights(summary.combination) if summary.score == COMBINED else {summary.score: 1.0}
-    threshold = math.exp(-summary.thresholds[summary.score])
     print_table(
         f"OOD decision: {summary.score} ({args.ood_threshold_tpr:.0%} of in-distribution images accepted)",
         ("score", "flag when its tail probability under the training data is below"),
-        [(name, f"{w * threshold:.3g}") for name, w in weights.items()],
+        [(name, f"{p:.3g}") for name, p in summary.tail_thresholds.items()],  # w_s exp(-T): what flags use
     )
     reused = "reused" if summary.cache.get("hit") else "fitted"
     print(
@@ -176,7 +171,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if summary.html is not None:
         print(f"contact sheet -> {summary.html}")
     if summary.skipped:
-        shown = ", ".join(summary.skipped[:SKIPPED_SHOWN])
+        shown = ", ".join(list(summary.skipped)[:SKIPPED_SHOWN])
         more = f" and {len(summary.skipped) - SKIPPED_SHOWN} more" if len(summary.skipped) > SKIPPED_SHOWN else ""
         print(f"skipped {len(summary.skipped)} unreadable file(s): {shown}{more}")
     return 0

@@ -138,18 +138,31 @@ class IdReference:
         score (w = 1 for a single score)."""
         combiner = self._calibrated()
         tails = combiner.tail_probabilities(scores, self.score_names)
-        weights = combination_weights(self.combination) if score == COMBINED else {score: 1.0}
-        neg_log = combiner.weighted_surprise(tails, weights)
+        neg_log = combiner.weighted_surprise(tails, self.weights(score))
         return {
             **{f"p:{n}": t for n, t in tails.items()},  # float64: extrapolated tails go far below float32's range
             "ood_score": torch.stack(list(neg_log.values())).max(0).values,
             **{f"neglogp:{n}": v for n, v in neg_log.items()},
         }
 
+    def weights(self, score: str = COMBINED) -> dict[str, float]:
+        """The deciding scores of ``score`` and their weights w_s: the combination's Bonferroni weights, or
+        ``{score: 1}`` for a single score; in the combination's order."""
+        if score != COMBINED:
+            return {score: 1.0}
+        weights = combination_weights(self.combination)
+        return {name: weights[name] for name in self.combination}
+
+    def tail_thresholds(self, score: str = COMBINED) -> dict[str, float]:
+        """The tail probability each deciding score of ``score`` is compared with: an image is flagged by s
+        when -log(p_s / w_s) > T, i.e. p_s < w_s exp(-T), T the decision's threshold (0 when T is infinite)."""
+        threshold = self.thresholds[score]
+        return {name: w * math.exp(-threshold) for name, w in self.weights(score).items()}
+
     def flags(self, decision: dict[str, torch.Tensor], score: str = COMBINED) -> tuple[torch.Tensor, list[str]]:
         """(flag per image, and ``;``-joined names of the deciding scores whose -log p crossed the threshold)."""
         threshold = self.thresholds[score]
-        deciders = self.combination if score == COMBINED else [score]
+        deciders = list(self.weights(score))
         crossed = torch.stack([decision[f"neglogp:{n}"] > threshold for n in deciders], dim=1)
         return crossed.any(1), [";".join(n for n, c in zip(deciders, row) if c) for row in crossed.tolist()]
 
