@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from probcl.config import ModelConfig
 from probcl.core.deprecation import RenamedFlag
 from probcl.core.progress import print_table
 
@@ -15,12 +16,13 @@ HELP = (
     "encoder's weights (--weights FILE --model.backbone NAME; results into --out)"
 )
 MODEL_KEYS = {  # --model.KEY: the architecture of --weights (ModelConfig keys; default: the .json sidecar's)
-    "backbone": "architecture of --weights: cnn, resnet18, resnet50, timm:NAME or torchvision:NAME",
+    "backbone": "architecture of --weights: cnn, resnet18, resnet50, timm:NAME or torchvision:NAME (default: the "
+    "weights' .json sidecar's; required without one)",
     "width": "cnn: base width",
     "pool": "cnn: pooled grid size",
     "norm": "bn or none",
     "act": "relu or leaky_relu",
-    "cifar_stem": "resnet18/50: 3x3 stride-1 stem, no max-pool (default true; false for torchvision ResNet weights)",
+    "cifar_stem": "resnet18/50: 3x3 stride-1 stem, no max-pool (false for torchvision ResNet weights)",
 }
 
 
@@ -50,7 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="suite option, e.g. --option ood.datasets=digits,mnist (repeatable; see the README's Evaluations table)",
     )
     p.add_argument(
-        "--max-train", type=int, default=None, help="seeded subset of this many training images for probes and kNN"
+        "--max-train",
+        type=int,
+        default=None,
+        help="seeded subset of this many training images for probes and kNN (default: all of them)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the --max-train subset and the offline probe")
     p.add_argument("--inference-batch-size", dest="batch_size", type=int, default=512, help="images per forward pass")
@@ -76,15 +81,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     enc.add_argument(
         "--weights",
         help="backbone state_dict (.safetensors, .pt, .pth, .bin): `probcl export`, "
-        "torchvision, timm or solo-learn weights",
+        "torchvision, timm or solo-learn weights (default: none; evaluate RUN)",
     )
     for key, text in MODEL_KEYS.items():
+        if "default" not in text:
+            text += f" (default: the weights' .json sidecar's, else {getattr(ModelConfig(), key)})"
         enc.add_argument(f"--model.{key}", dest=f"model_{key}", default=None, metavar="VALUE", help=text)
     enc.add_argument(
         "--weights-prefix",
         default=None,
         metavar="PREFIX",
-        help="use only the tensors named PREFIX..., without it (e.g. 'backbone.')",
+        help="use only the tensors named PREFIX..., without it (e.g. 'backbone.'; default: every tensor)",
     )
     enc.add_argument("--dataset", default=None, help="evaluation dataset spec (default: fashion-mnist)")
     enc.add_argument(
@@ -94,7 +101,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="input normalisation mean per channel, e.g. "
         "0.485,0.456,0.406 (default: the .json sidecar's, else the dataset's)",
     )
-    enc.add_argument("--std", type=_floats, default=None, help="input normalisation std per channel")
+    enc.add_argument(
+        "--std",
+        type=_floats,
+        default=None,
+        help="input normalisation std per channel (default: the .json sidecar's, else the dataset's)",
+    )
     enc.add_argument("--image-size", type=int, default=None, help="input size (default: the dataset's)")
     enc.add_argument(
         "--channels",
