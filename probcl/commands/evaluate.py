@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from probcl.commands._options import options_from_flags
+from probcl.config import ModelConfig
 from probcl.core.deprecation import RenamedFlag
 from probcl.core.progress import print_table
 
@@ -16,12 +17,13 @@ HELP = (
     "encoder's weights (--weights FILE --model.backbone NAME; results into --out)"
 )
 MODEL_KEYS = {  # --model.KEY: the architecture of --weights (ModelConfig keys; default: the .json sidecar's)
-    "backbone": "architecture of --weights: cnn, resnet18, resnet50, timm:NAME or torchvision:NAME",
+    "backbone": "architecture of --weights: cnn, resnet18, resnet50, timm:NAME or torchvision:NAME (default: the "
+    "weights' .json sidecar's; required without one)",
     "width": "cnn: base width",
     "pool": "cnn: pooled grid size",
     "norm": "bn or none",
     "act": "relu or leaky_relu",
-    "cifar_stem": "resnet18/50: 3x3 stride-1 stem, no max-pool (default true; false for torchvision ResNet weights)",
+    "cifar_stem": "resnet18/50: 3x3 stride-1 stem, no max-pool (false for torchvision ResNet weights)",
 }
 
 
@@ -41,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--features",
         dest="feature_layer",
         choices=["backbone", "projection", "pixels"],
-        help="feature layer; 'pixels' gives the raw-pixel baseline",
+        help="feature layer; 'pixels' gives the raw-pixel baseline (default: backbone)",
     )
     p.add_argument(
         "--option",
@@ -50,9 +52,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SUITE.KEY=VALUE",
         help="suite option, e.g. --option ood.datasets=digits,mnist (repeatable; see the README's Evaluations table)",
     )
-    p.add_argument("--max-train", type=int, help="seeded subset of this many training images for probes and kNN")
-    p.add_argument("--seed", type=int, help="seed of the --max-train subset and the offline probe")
-    p.add_argument("--inference-batch-size", dest="batch_size", type=int, help="images per forward pass")
+    p.add_argument(
+        "--max-train",
+        type=int,
+        help="seeded subset of this many training images for probes and kNN (default: all of them)",
+    )
+    p.add_argument("--seed", type=int, help="seed of the --max-train subset and the offline probe (default: 0)")
+    p.add_argument("--inference-batch-size", dest="batch_size", type=int, help="images per forward pass (default: 512)")
     p.add_argument(
         "--batch-size",
         dest="batch_size",
@@ -61,8 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         new="--inference-batch-size",
         help=argparse.SUPPRESS,
     )
-    p.add_argument("--num-workers", type=int, help="image-decoding processes for folder datasets")
-    p.add_argument("--device", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
+    p.add_argument("--num-workers", type=int, help="image-decoding processes for folder datasets (default: 0)")
+    p.add_argument("--device", help="auto (CUDA when present), cpu, cuda, cuda:1, ... (default: auto)")
     p.add_argument("--data-root", help="data root (default: the run's data.root, $PROBCL_DATA)")
     p.add_argument(
         "--no-report",
@@ -75,15 +81,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     enc.add_argument(
         "--weights",
         help="backbone state_dict (.safetensors, .pt, .pth, .bin): `probcl export`, "
-        "torchvision, timm or solo-learn weights",
+        "torchvision, timm or solo-learn weights (default: none; evaluate RUN)",
     )
     for key, text in MODEL_KEYS.items():
+        if "default" not in text:
+            text += f" (default: the weights' .json sidecar's, else {getattr(ModelConfig(), key)})"
         enc.add_argument(f"--model.{key}", dest=f"model_{key}", default=None, metavar="VALUE", help=text)
     enc.add_argument(
         "--weights-prefix",
         default=None,
         metavar="PREFIX",
-        help="use only the tensors named PREFIX..., without it (e.g. 'backbone.')",
+        help="use only the tensors named PREFIX..., without it (e.g. 'backbone.'; default: every tensor)",
     )
     enc.add_argument("--dataset", default=None, help="evaluation dataset spec (default: fashion-mnist)")
     enc.add_argument(
@@ -93,7 +101,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="input normalisation mean per channel, e.g. "
         "0.485,0.456,0.406 (default: the .json sidecar's, else the dataset's)",
     )
-    enc.add_argument("--std", type=_floats, default=None, help="input normalisation std per channel")
+    enc.add_argument(
+        "--std",
+        type=_floats,
+        default=None,
+        help="input normalisation std per channel (default: the .json sidecar's, else the dataset's)",
+    )
     enc.add_argument("--image-size", type=int, default=None, help="input size (default: the dataset's)")
     enc.add_argument(
         "--channels",

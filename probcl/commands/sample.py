@@ -14,23 +14,27 @@ HELP = "draw images from a run's energy (EBCLR Eq. 20) with SGLD; PNG grid with 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run directory or .ckpt file")
     p.add_argument("--out", default=None, help="PNG file (default: RUN/plots/samples.png)")
-    p.add_argument("--num", type=int, help="number of samples")
-    p.add_argument("--steps", type=int, help="SGLD steps")
-    p.add_argument("--start", choices=["noise", "data"], help="start chains from uniform noise or from data views")
+    p.add_argument("--num", type=int, help="number of samples (default: 64)")
+    p.add_argument("--steps", type=int, help="SGLD steps (default: 200)")
+    p.add_argument(
+        "--start", choices=["noise", "data"], help="start chains from uniform noise or from data views (default: noise)"
+    )
     p.add_argument(
         "--init", dest="start", choices=["noise", "data"], action=RenamedFlag, new="--start", help=argparse.SUPPRESS
     )
     p.add_argument("--step-size", type=float, help="alpha of Eq. 21 (default: the run's)")
     p.add_argument("--clamp", type=float, help="delta of Eq. 21 (default: the run's)")
     p.add_argument("--sigma", type=float, help="noise std (default: the run's sigma_min)")
-    p.add_argument("--reference", dest="reference_size", type=int, help="data views that define the energy")
+    p.add_argument(
+        "--reference", dest="reference_size", type=int, help="data views that define the energy (default: 256)"
+    )
     p.add_argument("--dataset", default=None, help="dataset of the reference/start views (default: the run's)")
     p.add_argument("--data", dest="dataset", action=RenamedFlag, new="--dataset", help=argparse.SUPPRESS)
     p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
     p.add_argument("--checkpoint", default="last", choices=["last", "best"], help="which checkpoint of the run")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     p.add_argument("--ncols", type=int, default=None, help="grid columns (default: square grid)")
-    p.add_argument("--seed", type=int, help="seed of the reference views and the SGLD noise")
+    p.add_argument("--seed", type=int, help="seed of the reference views and the SGLD noise (default: 0)")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:

@@ -15,7 +15,7 @@ SKIPPED_SHOWN = 5
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run directory or .ckpt file")
     data = p.add_mutually_exclusive_group(required=True)
-    data.add_argument("--dataset", help="dataset to score: a registered name, folder:PATH or npz:PATH")
+    data.add_argument("--dataset", help="dataset to score: a registered name, folder:PATH or npz:PATH (required)")
     data.add_argument("--data", dest="dataset", action=RenamedFlag, new="--dataset", help=argparse.SUPPRESS)
     p.add_argument(
         "--out",
@@ -27,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--html",
         default=None,
         metavar="PATH",
-        help="also write a self-contained HTML contact sheet of the least and most typical images",
+        help="also write a self-contained HTML contact sheet of the least and most typical images (default: none)",
     )
     p.add_argument(
         "--score",
@@ -64,13 +64,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--max-train",
         type=int,
         default=None,
-        help="seeded subset of this many training images to fit the scores (and offline probe) on",
+        help="seeded subset of this many training images to fit the scores (and offline probe) on "
+        "(default: all of them)",
     )
     p.add_argument(
         "--max-calibration",
         type=int,
         default=None,
-        help="seeded subset of this many test images to calibrate tail probabilities and thresholds on",
+        help="seeded subset of this many test images to calibrate tail probabilities and thresholds on "
+        "(default: all of them)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the subsets, calibration halves and offline probe")
     p.add_argument(
@@ -96,8 +98,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="ood.KEY=VALUE",
-        help="the ood suite's options, spelled as for `probcl evaluate`: ood.combination=knn10,mahalanobis and "
-        "ood.knn_k=10 (one k) set --combination and --knn-k",
+        help="the ood suite's options, spelled as for `probcl evaluate` (repeatable): "
+        "ood.combination=knn10,mahalanobis and ood.knn_k=10 (one k) set --combination and --knn-k",
     )
 
 

@@ -46,6 +46,18 @@ class _DropTips(logging.Filter):
 
 logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropTips())
 
+# Warnings of the training stack that a probcl run has already dealt with, silenced by message during
+# ``trainer.fit`` (regex -> why no user needs to act on it); any other warning is shown.
+HANDLED_WARNINGS = {
+    ".*does not have many workers.*": "in-memory data is batched in the main process; a folder's decoding "
+    "processes are --num-workers",
+    ".*LeafSpec.*": "Lightning's own use of a deprecated torch pytree class",
+    "Checkpoint directory .* exists and is not empty": "a run directory's checkpoints are its own: a resume "
+    "continues from last.ckpt and --no-resume moves the old files aside first",
+    r"Found \d+ module\(s\) in eval mode": "only a method's frozen part is (tau-posthoc's backbone, whose BatchNorm "
+    "statistics stay fixed): every run builds its model afresh, in train mode",
+}
+
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Write checkpoints to a temporary file and rename, so a killed run never leaves a torn file."""
@@ -172,6 +184,14 @@ def _check_resume_config(paths: RunPaths, cfg: Config) -> None:
 def _is_rank_zero() -> bool:
     """True in the process that writes the run directory."""
     return rank_zero_only.rank == 0  # type: ignore[attr-defined]  # set on the function by Lightning
+
+
+def _batches_per_epoch(batches: int, limit: float | None) -> int:
+    """The batches an epoch runs under ``train.limit_train_batches`` (a count when > 1, else a fraction), as
+    Lightning counts them: its logging interval must not exceed this (Lightning warns otherwise)."""
+    if limit is None:
+        return batches
+    return min(batches, int(limit)) if limit > 1 else int(batches * limit)
 
 
 def _trainer(**kwargs: Any) -> pl.Trainer:
@@ -307,7 +327,7 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],
         limit_train_batches=(int(limit) if limit is not None and limit > 1 else limit),
-        log_every_n_steps=max(1, min(10, len(loader))),
+        log_every_n_steps=max(1, min(10, _batches_per_epoch(len(loader), limit))),
         enable_progress_bar=t.progress_bar,
         enable_model_summary=False,
         num_sanity_val_steps=0,
@@ -319,8 +339,8 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
             "--sync-batchnorm on CPU (MoCo keeps method_args.shuffle_bn instead)"
         )
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", ".*does not have many workers.*")
-        warnings.filterwarnings("ignore", ".*LeafSpec.*")
+        for message in HANDLED_WARNINGS:
+            warnings.filterwarnings("ignore", message)
         try:
             trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
         except SIGTERMException:
