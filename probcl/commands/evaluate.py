@@ -57,6 +57,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
     p.add_argument(
+        "--on-unreadable",
+        default="skip",
+        choices=["skip", "error"],
+        help="image files that cannot be read: skip them (one line gives the count, RUN/unreadable.txt the list) "
+        "or stop before any work, listing them all (default: skip)",
+    )
+    p.add_argument(
         "--no-report",
         dest="report",
         action="store_false",
@@ -108,6 +115,7 @@ def _settings(args: argparse.Namespace, options: dict) -> dict:
         seed=args.seed,
         num_workers=args.num_workers,
         report=args.report,
+        on_unreadable=args.on_unreadable,
     )
 
 

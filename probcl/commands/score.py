@@ -7,7 +7,6 @@ import math
 
 NAME = "score"
 HELP = "score every image of a dataset or folder: class, OOD scores, OOD flag and why (CSV or Parquet)"
-SKIPPED_SHOWN = 5
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -80,6 +79,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-workers", type=int, default=0, help="image-decoding processes for folder datasets")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
+    p.add_argument(
+        "--on-unreadable",
+        default="skip",
+        choices=["skip", "error"],
+        help="image files that cannot be read: skip them (one line gives the count, OUT.unreadable.txt the list) "
+        "or stop before any work, listing them all (default: skip)",
+    )
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -102,6 +108,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         data_root=args.data_root,
         num_workers=args.num_workers,
         cache=args.cache,
+        on_unreadable=args.on_unreadable,
     )
     summary = score_dataset(args.run, args.dataset, args.out, options, html=args.html)
     deciders = summary.combination if summary.score == "combined" else [summary.score]
@@ -119,8 +126,4 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         print("flagged by: " + ", ".join(f"{name} {count}" for name, count in summary.flagged_by.items()))
     if summary.html is not None:
         print(f"contact sheet -> {summary.html}")
-    if summary.skipped:
-        shown = ", ".join(summary.skipped[:SKIPPED_SHOWN])
-        more = f" and {len(summary.skipped) - SKIPPED_SHOWN} more" if len(summary.skipped) > SKIPPED_SHOWN else ""
-        print(f"skipped {len(summary.skipped)} unreadable file(s): {shown}{more}")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from probcl.data.datasets import labeled_subset
+from probcl.data.sources import labeled_subset
 from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
 from probcl.eval.linear import linear_probe

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
-from probcl.data.datasets import ImageSource
+from probcl.data.sources import ImageSource
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.ood_scores import Gaussian, TailCombiner, fit_gaussian, input_statistics
 from probcl.eval.outlier import knn_distances, threshold_at_tpr

@@ -11,9 +11,11 @@ from typing import Any
 
 from torch import nn
 
+from probcl.config import OnUnreadable
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths, find_checkpoint
 from probcl.core.run_lock import RunLock
+from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError
 from probcl.eval import SUITES, ModelOnData
 from probcl.models.encoder import ForeignEncoder, wrap_encoder
@@ -33,6 +35,7 @@ def evaluate_run(
     num_workers: int = 0,
     figures: bool = True,
     report: bool = True,
+    on_unreadable: OnUnreadable = "skip",
 ) -> dict:
     """Run ``suites`` (names, or ``all``) and merge the results into the run's eval.json.
 
@@ -45,7 +48,10 @@ def evaluate_run(
     parsed = SUITES.parse_all(names, options)
     find_checkpoint(run_dir)  # clear error before any work
     with RunLock(run_dir, "evaluate") if Path(run_dir).is_dir() else nullcontext():
-        ctx = ModelOnData(Path(run_dir), device, batch_size, feature_layer, max_train, data_root, seed, num_workers)
+        unreadable = UnreadableFiles(on_unreadable, ON_UNREADABLE_OPTION)
+        ctx = ModelOnData(
+            Path(run_dir), device, batch_size, feature_layer, max_train, data_root, seed, num_workers, None, unreadable
+        )
         return _evaluate(Path(run_dir), names, parsed, ctx, feature_layer, figures, report)
 
 
@@ -63,6 +69,7 @@ def evaluate_encoder(
     num_workers: int = 0,
     figures: bool = True,
     report: bool = True,
+    on_unreadable: OnUnreadable = "skip",
 ) -> dict:
     """Run ``suites`` on a foreign encoder (``all``: every suite that needs only embeddings); with ``out``, merge
     the results into OUT/eval.json and draw their figures into OUT/plots. A suite that needs a probcl run
@@ -77,7 +84,10 @@ def evaluate_encoder(
                 f"only. Suites for any encoder: "
                 f"{', '.join(n for n in SUITES.names() if not SUITES.get(n).needs_run)}"
             )
-    ctx = ModelOnData(None, device, batch_size, feature_layer, max_train, data_root, seed, num_workers, encoder)
+    unreadable = UnreadableFiles(on_unreadable, ON_UNREADABLE_OPTION)
+    ctx = ModelOnData(
+        None, device, batch_size, feature_layer, max_train, data_root, seed, num_workers, encoder, unreadable
+    )
     with RunLock(out, "evaluate") if out is not None else nullcontext():
         return _evaluate(None if out is None else Path(out), names, parsed, ctx, feature_layer, figures, report)
 
@@ -102,6 +112,7 @@ def evaluate(
     seed: int = 0,
     num_workers: int = 0,
     figures: bool = True,
+    on_unreadable: OnUnreadable = "skip",
 ) -> dict:
     """Evaluate any encoder, or a probcl run, with the evaluation suites; returns ``{suite: result}``.
 
@@ -110,7 +121,8 @@ def evaluate(
     inputs conformed to ``channels`` x ``image_size`` and normalized by ``mean``/``std`` (defaults: the
     dataset's; see :func:`probcl.models.encoder.preprocessing`); or a probcl run directory / .ckpt, evaluated
     on its training data as ``probcl evaluate RUN`` does (results merged into RUN/eval.json).
-    ``suites``: names or ``["all"]``; ``options``: ``{suite: {key: value}}`` (the ``--option`` values).
+    ``suites``: names or ``["all"]``; ``options``: ``{suite: {key: value}}`` (the ``--option`` values);
+    ``on_unreadable``: ``skip`` or ``error`` for image files that cannot be read (:mod:`probcl.data.unreadable`).
     With ``out`` (a folder), the results of an encoder are merged into OUT/eval.json and figures drawn
     into OUT/plots; without, nothing is written.
     """
@@ -143,6 +155,7 @@ def evaluate(
             seed,
             num_workers,
             figures,
+            on_unreadable=on_unreadable,
         )
     if isinstance(encoder, ForeignEncoder):
         if any(v is not None for v in (dataset, mean, std, image_size, channels, name)):
@@ -166,6 +179,7 @@ def evaluate(
         seed,
         num_workers,
         figures,
+        on_unreadable=on_unreadable,
     )
 
 
@@ -179,7 +193,8 @@ def _evaluate(
     report: bool = True,
 ) -> dict:
     """Run the suites on ``ctx``; with ``out_dir`` (a run, or a foreign encoder's folder), merge the results
-    into its eval.json and draw their figures into its plots/."""
+    into its eval.json and draw their figures into its plots/. Skipped unreadable image files are listed in
+    OUT/unreadable.txt (one line says how many)."""
     paths = RunPaths(out_dir) if out_dir is not None else None
     results = read_json(paths.eval, {}) if paths else {}
     for name in names:
@@ -190,6 +205,7 @@ def _evaluate(
         results[result_key(name, feature_layer)] = result
         if paths:
             atomic_write_json(paths.eval, results)
+    ctx.unreadable.report(paths.unreadable if paths else None)
     if figures and paths and report:
         write_report(paths, ctx)
     elif figures and paths:

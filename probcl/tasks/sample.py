@@ -16,7 +16,8 @@ from typing import Literal
 import torch
 
 from probcl.core.layout import RunPaths
-from probcl.data.datasets import ImageSource, load_dataset
+from probcl.data.loaders import load_dataset
+from probcl.data.sources import ImageSource
 from probcl.errors import ConfigError
 from probcl.methods import METHODS
 from probcl.methods.base import SSLMethod

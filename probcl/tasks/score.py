@@ -36,10 +36,14 @@ from typing import IO, Any
 
 import torch
 
+from probcl.config import OnUnreadable
 from probcl.core.devices import resolve_device
 from probcl.core.io import atomic_write, atomic_write_json, atomic_write_text
 from probcl.core.layout import RunPaths, find_checkpoint
-from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
+from probcl.data.loaders import image_batches, load_dataset
+from probcl.data.sources import ImageSource
+from probcl.data.specs import Split
+from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError, DatasetError, RunError
 from probcl.eval.id_reference import COMBINED, IdReference, ReferenceOptions, check_names, with_input_statistics
 from probcl.eval.linear import LinearProbe
@@ -70,6 +74,7 @@ class ScoreOptions:
     num_workers: int = 0
     cache: bool = True  # reuse / store the fitted reference in RUN/score-cache
     sheet_size: int = 16  # images per section of the HTML contact sheet
+    on_unreadable: OnUnreadable = "skip"  # image files that cannot be read: skip (listed in OUT.unreadable.txt) | error
 
     def __post_init__(self) -> None:
         if self.split not in SPLITS:
@@ -150,6 +155,7 @@ class Scorer(ABC):
         self.protocol: dict[str, Any] = {}
         self.cache: dict[str, Any] = {}
         self.checkpoint_meta: Any = None
+        self.unreadable = UnreadableFiles(options.on_unreadable, ON_UNREADABLE_OPTION)  # of every data it reads
 
     @abstractmethod
     def dataset(self, spec: str | None, split: Split) -> ImageSource:
@@ -235,6 +241,7 @@ class ModelScorer(Scorer):
             data_root=options.data_root,
             seed=options.seed,
             num_workers=options.num_workers,
+            unreadable=self.unreadable,
         )
         self.model = self.ctx.model
         # before any fitting: the reference's score names follow from the model's declared capabilities
@@ -411,7 +418,14 @@ class CachedScorer(Scorer):
         i = self.input
         root = self.options.data_root or i["root"]
         return load_dataset(
-            spec or i["dataset"], split, root, i["download"], i["image_size"], i["channels"], skip_corrupt=True
+            spec or i["dataset"],
+            split,
+            root,
+            i["download"],
+            i["image_size"],
+            i["channels"],
+            skip_corrupt=True,
+            unreadable=self.unreadable,
         )
 
     def batches(self, data: ImageSource, description: str) -> Iterator[tuple[Any, Any, Any, torch.Tensor]]:
@@ -525,14 +539,15 @@ def score_dataset(
     dataset = scorer.dataset(data, options.split)  # fail on a bad spec before the reference passes
     scorer.prepare()
     reference = scorer._prepared()
-    rows, flagged, skipped, flagged_by = 0, 0, list[str](), Counter[str]()
+    rows, flagged, flagged_by = 0, 0, Counter[str]()
     extremes = Extremes(options.sheet_size) if html is not None else None
 
     def write(fh: IO[bytes]) -> None:
         nonlocal rows, flagged
         sink = CsvSink(fh) if fmt == "csv" else ParquetSink(fh)
         for images, labels, indices, skipped_idx in scorer.batches(dataset, f"scoring {dataset.name}"):
-            skipped.extend(dataset.item_id(int(i)) for i in skipped_idx)
+            for i in skipped_idx.tolist():
+                scorer.unreadable.add(dataset.item_id(i), "cannot be decoded")
             if images is None:
                 continue
             cols, ranks = scorer.columns(dataset, images, labels, indices)
@@ -543,10 +558,12 @@ def score_dataset(
             rows += len(indices)
             flagged += sum(cols["ood"])
         if rows == 0:
-            raise DatasetError(f"{data}: none of its {len(skipped)} images could be read")
+            raise DatasetError(f"{data}: none of its {len(scorer.unreadable.found)} images could be read")
         sink.close()
 
     atomic_write(out, write)
+    skipped = list(scorer.unreadable.found)
+    scorer.unreadable.report(out.with_suffix(".unreadable.txt"))
     thresholds = dict(reference.thresholds)
     protocol = {
         **scorer.protocol,

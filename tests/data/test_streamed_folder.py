@@ -11,7 +11,10 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
-from probcl.data.datasets import CorruptImageError, FolderImages, TensorImages, load_dataset
+from probcl.data.decoding import CorruptImageError
+from probcl.data.folders import FolderImages
+from probcl.data.loaders import load_dataset
+from probcl.data.sources import TensorImages
 from probcl.errors import DatasetError
 from tests.test_exact_resume import KillAt, Killed, assert_same_run
 

@@ -21,7 +21,7 @@ import probcl.eval.id_reference as id_reference
 import probcl.tasks.score as score_task
 from probcl.cli import main
 from probcl.config import load_config
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.errors import RunError
 from probcl.tasks.pretrain import pretrain
 from probcl.tasks.score import ScoreOptions, score_dataset
