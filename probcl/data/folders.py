@@ -127,8 +127,8 @@ def channels_of(scan: FolderScan) -> tuple[int, str]:
     any readable image is colour (gray images become RGB without losing anything; colour ones would lose their
     colour in gray), gray when every image is gray."""
     if scan.colour:
-        return 3, f"auto: {scan.colour} of {scan.readable} images are colour, so every image is read as RGB"
-    return 1, f"auto: all {scan.readable} images are gray"
+        return 3, f"auto: {scan.colour} of the folder's {scan.readable} images are colour, so every image is RGB"
+    return 1, f"auto: all of the folder's {scan.readable} images are gray"
 
 
 def load_folder(

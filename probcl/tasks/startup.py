@@ -106,7 +106,7 @@ class StartupSummary:
             fix = f"raise train.epochs to {epochs}"
             per_process = self.images // self.processes
             batch = 2 ** int(math.log2(max(2, per_process * self.epochs // FEW_STEPS)))
-            if batch < self.batch_size:
+            if batch < self.batch_size and per_process // batch * self.epochs >= FEW_STEPS:
                 fix += f", or lower train.batch_size to {batch} ({per_process // batch} steps per epoch)"
         return (
             f"probcl: warning: this run takes only {self.total_steps} optimiser steps ({self.steps_per_epoch} per "
