@@ -160,8 +160,9 @@ def load_folder(
     in_split = range(len(found)) if has_splits else holdout_split(len(found), split).tolist()
     keep = [i for i in in_split if files[i] not in scan.unreadable]
     if not keep:
+        few = "too few images" if not in_split else "too few readable images"
         raise DatasetError(
-            f"folder {path} holds no readable images for a {split} split (the held-out test share is "
+            f"folder {path} holds {few} for a {split} split (the held-out test share is "
             f"{HOLDOUT_FRACTION:.0%}); add images, or make train/ and test/ sub-folders"
         )
     note = ""
