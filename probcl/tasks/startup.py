@@ -68,8 +68,8 @@ class StartupSummary:
     batch_size: int
     processes: int
     steps_per_epoch: int
+    batches_per_epoch: int  # full batches per process and epoch, before train.limit_train_batches caps them
     epochs: int
-    limited: bool  # train.limit_train_batches caps the steps per epoch
     precision: str
     device: str
 
@@ -82,7 +82,11 @@ class StartupSummary:
         """The summary as printed, one fact a line."""
         classes = f"{self.classes} classes" if self.classes else "unlabeled"
         batch = f"{self.batch_size}" + (f" per process x {self.processes} processes" if self.processes > 1 else "")
-        capped = " (capped by train.limit_train_batches)" if self.limited else ""
+        capped = (
+            f" (of {self.batches_per_epoch}: train.limit_train_batches)"
+            if self.steps_per_epoch < self.batches_per_epoch
+            else ""
+        )
         return [
             f"probcl pretrain: {self.dataset}",
             f"  images     {self.images} ({classes})",
@@ -96,21 +100,19 @@ class StartupSummary:
         ]
 
     def warning(self) -> str | None:
-        """One actionable line when the run takes fewer than :data:`FEW_STEPS` optimiser steps, else None."""
-        if self.total_steps >= FEW_STEPS:
+        """One actionable line when the data and batch allow fewer than :data:`FEW_STEPS` optimiser steps in all,
+        else None (a cap by ``train.limit_train_batches`` is the user's own choice, e.g. a smoke test)."""
+        if self.batches_per_epoch * self.epochs >= FEW_STEPS:
             return None
-        epochs = math.ceil(FEW_STEPS / self.steps_per_epoch)
-        if self.limited:
-            fix = f"raise train.limit_train_batches, or train.epochs to {epochs}"
-        else:
-            fix = f"raise train.epochs to {epochs}"
-            per_process = self.images // self.processes
-            batch = 2 ** int(math.log2(max(2, per_process * self.epochs // FEW_STEPS)))
-            if batch < self.batch_size and per_process // batch * self.epochs >= FEW_STEPS:
-                fix += f", or lower train.batch_size to {batch} ({per_process // batch} steps per epoch)"
+        fix = f"raise train.epochs to {math.ceil(FEW_STEPS / self.batches_per_epoch)}"
+        per_process = self.images // self.processes
+        batch = 2 ** int(math.log2(max(2, per_process * self.epochs // FEW_STEPS)))
+        if batch < self.batch_size and per_process // batch * self.epochs >= FEW_STEPS:
+            fix += f", or lower train.batch_size to {batch} ({per_process // batch} steps per epoch)"
         return (
             f"probcl: warning: this run takes only {self.total_steps} optimiser steps ({self.steps_per_epoch} per "
-            f"epoch x {self.epochs} epochs), too few to learn a representation; {fix}"
+            f"epoch x {self.epochs} epochs; {self.images} images, batch {self.batch_size}), too few to learn a "
+            f"representation; {fix}"
         )
 
 
@@ -132,8 +134,8 @@ def summarize(cfg: Config, train: ImageSource, trainer: pl.Trainer) -> StartupSu
         batch_size=t.batch_size,
         processes=processes,
         steps_per_epoch=steps,
+        batches_per_epoch=full,
         epochs=t.epochs,
-        limited=steps < full,
         precision=str(trainer.precision),
         device=f"{device}" + (f" ({name})" if name else ""),
     )

@@ -209,5 +209,5 @@ def test_pretrain_start_up_summary_matches_a_hand_count(folder, trained):
     assert "  precision  32-true\n" in out and "  device     cpu\n" in out
     assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 6
     warnings = [line for line in captured["err"].splitlines() if "warning: this run takes only" in line]
-    assert len(warnings) == 1 and "6 optimiser steps (3 per epoch x 2 epochs)" in warnings[0]
+    assert len(warnings) == 1 and "6 optimiser steps (3 per epoch x 2 epochs; 28 images, batch 8)" in warnings[0]
     assert "raise train.epochs to 17" in warnings[0]  # ceil(50 / 3)

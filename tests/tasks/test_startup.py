@@ -49,22 +49,25 @@ def test_a_batch_larger_than_the_data_is_refused_with_a_batch_that_fits():
         steps_per_epoch(100, 64, processes=2)
 
 
-def _summary(images: int, batch: int, epochs: int, limited: bool = False) -> StartupSummary:
-    steps = steps_per_epoch(images, batch)
-    return StartupSummary("folder:x", images, 2, 1, "", 28, batch, 1, steps, epochs, limited, "32-true", "cpu")
+def _summary(images: int, batch: int, epochs: int, limit: float | None = None) -> StartupSummary:
+    steps, full = steps_per_epoch(images, batch, limit=limit), steps_per_epoch(images, batch)
+    return StartupSummary("folder:x", images, 2, 1, "", 28, batch, 1, steps, full, epochs, "32-true", "cpu")
 
 
 def test_few_steps_warn_in_one_actionable_line():
     """Issue 29's case: 484 images at the preset's batch 256 for 2 epochs is 1 step per epoch, 2 in all."""
     warning = _summary(484, 256, 2).warning()
     assert warning is not None and "\n" not in warning
-    assert "only 2 optimiser steps (1 per epoch x 2 epochs)" in warning
+    assert "only 2 optimiser steps (1 per epoch x 2 epochs; 484 images, batch 256)" in warning
     assert "raise train.epochs to 50" in warning  # ceil(50 / 1)
     # 484 * 2 // 50 = 19 -> batch 16: 484 // 16 = 30 steps per epoch, 60 in all (>= 50)
     assert "lower train.batch_size to 16 (30 steps per epoch)" in warning
     assert _summary(484, 16, 2).total_steps == 60 >= FEW_STEPS and _summary(484, 16, 2).warning() is None
-    capped = _summary(484, 16, 1, limited=True).warning()
-    assert capped is not None and "raise train.limit_train_batches" in capped
+    # a smoke test capped by train.limit_train_batches is the user's choice: no warning, the cap is shown
+    assert _summary(484, 16, 2, limit=5).warning() is None
+    assert "  steps      5 per epoch (of 30: train.limit_train_batches) x 2 epochs = 10 optimiser steps" in (
+        _summary(484, 16, 2, limit=5).lines()
+    )
 
 
 def test_summary_lines_name_every_fact():
