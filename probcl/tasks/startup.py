@@ -93,7 +93,7 @@ class StartupSummary:
             f"  channels   {self.channels}" + (f" ({self.channels_note})" if self.channels_note else ""),
             f"  size       {self.image_size} x {self.image_size} px",
             f"  batch      {batch}",
-            f"  steps      {self.steps_per_epoch} per epoch{capped} x {self.epochs} epochs = "
+            f"  steps      {self.steps_per_epoch} per epoch{capped} x {_epochs(self.epochs)} = "
             f"{self.total_steps} optimiser steps",
             f"  precision  {self.precision}",
             f"  device     {self.device}",
@@ -111,9 +111,13 @@ class StartupSummary:
             fix += f", or lower train.batch_size to {batch} ({per_process // batch} steps per epoch)"
         return (
             f"probcl: warning: this run takes only {self.total_steps} optimiser steps ({self.steps_per_epoch} per "
-            f"epoch x {self.epochs} epochs; {self.images} images, batch {self.batch_size}), too few to learn a "
+            f"epoch x {_epochs(self.epochs)}; {self.images} images, batch {self.batch_size}), too few to learn a "
             f"representation; {fix}"
         )
+
+
+def _epochs(count: int) -> str:
+    return f"{count} epoch{'s' if count != 1 else ''}"
 
 
 def summarize(cfg: Config, train: ImageSource, trainer: pl.Trainer) -> StartupSummary:
