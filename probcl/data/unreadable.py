@@ -35,6 +35,7 @@ class FolderScan:
 
     @property
     def readable(self) -> int:
+        """How many of the folder's files can be read."""
         return self.files - len(self.unreadable)
 
 
