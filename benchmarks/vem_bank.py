@@ -220,8 +220,9 @@ def final_state(cfg, run_dir: Path, images: int = FINAL_IMAGES) -> dict:
     path = run_dir / FINAL_FILE
     if path.exists():
         return read_json(path)
-    from probcl.data.datasets import TensorImages, load_dataset, random_subset
     from probcl.data.info import data_info_for
+    from probcl.data.loaders import load_dataset
+    from probcl.data.sources import TensorImages, random_subset
     from probcl.methods import METHODS
 
     d = cfg.data

@@ -72,6 +72,9 @@ __all__ = [
 ]
 
 
+OnUnreadable = Literal["skip", "error"]  # what to do with image files that cannot be read
+
+
 @dataclass
 class DataConfig:
     """Which images to pretrain on and where to find them."""
@@ -84,6 +87,12 @@ class DataConfig:
         None  # use only this many (seeded) training images, for quick runs
     )
     num_workers: Annotated[int, NonNegative] = 0  # loader processes (folder datasets decode images in them)
+    # every image converted to 1 (gray) or 3 (RGB) channels; auto: the dataset's own, and for a folder RGB when
+    # any of its images is colour, gray when all are gray (an alpha channel is dropped, not composited)
+    channels: Literal["auto", 1, 3] = "auto"
+    # image files that cannot be read: skip them (one line gives their count and RUN/unreadable.txt lists them:
+    # one damaged file among thousands should not cost a run) or error (stop before training, listing them all)
+    on_unreadable: OnUnreadable = "skip"
 
 
 @dataclass(frozen=True)
@@ -248,7 +257,7 @@ NOT_THE_RECIPE: dict[str, tuple[str, ...]] = {
     # where a run lives, and the weights it started from (read at step 0 only, which a resumed run is past)
     "": ("run_dir", "init"),
     # where the images are and how they are read
-    "data": ("root", "num_workers", "download"),
+    "data": ("root", "num_workers", "download", "on_unreadable"),
     # how fast, how it is watched and how often it is saved; not what the run learns
     "train": (
         "precision",

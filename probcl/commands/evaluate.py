@@ -71,6 +71,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="auto (CUDA when present), cpu, cuda, cuda:1, ... (default: auto)")
     p.add_argument("--data-root", help="data root (default: the run's data.root, $PROBCL_DATA)")
     p.add_argument(
+        "--on-unreadable",
+        default="skip",
+        choices=["skip", "error"],
+        help="image files that cannot be read: skip them (one line gives the count, RUN/unreadable.txt the list) "
+        "or stop before any work, listing them all (default: skip)",
+    )
+    p.add_argument(
         "--no-report",
         dest="report",
         action="store_false",

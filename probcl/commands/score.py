@@ -9,7 +9,6 @@ from probcl.core.deprecation import RenamedFlag
 
 NAME = "score"
 HELP = "score every image of a dataset or folder: class, OOD scores, OOD flag and why (CSV or Parquet)"
-SKIPPED_SHOWN = 5
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -94,6 +93,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
     p.add_argument(
+        "--on-unreadable",
+        default="skip",
+        choices=["skip", "error"],
+        help="image files that cannot be read: skip them (one line gives the count, OUT.unreadable.txt the list) "
+        "or stop before any work, listing them all (default: skip)",
+    )
+    p.add_argument(
         "--option",
         action="append",
         default=[],
@@ -156,6 +162,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         data_root=args.data_root,
         num_workers=args.num_workers,
         cache=args.cache,
+        on_unreadable=args.on_unreadable,
     )
     summary = score_dataset(args.run, args.dataset, args.out, options, html=args.html)
     print_table(
@@ -172,8 +179,4 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         print("flagged by: " + ", ".join(f"{name} {count}" for name, count in summary.flagged_by.items()))
     if summary.html is not None:
         print(f"contact sheet -> {summary.html}")
-    if summary.skipped:
-        shown = ", ".join(list(summary.skipped)[:SKIPPED_SHOWN])
-        more = f" and {len(summary.skipped) - SKIPPED_SHOWN} more" if len(summary.skipped) > SKIPPED_SHOWN else ""
-        print(f"skipped {len(summary.skipped)} unreadable file(s): {shown}{more}")
     return 0

@@ -56,7 +56,7 @@ def method_names() -> list[str]:
 
 
 def dataset_names() -> list[str]:
-    """Dataset registry names (``probcl.data.datasets.DATASETS``; :mod:`probcl.data.specs` has the other forms)."""
+    """Dataset registry names (``probcl.data.builtin.DATASETS``; :mod:`probcl.data.specs` has the other forms)."""
     return registered_names("DATASETS", "data")
 
 

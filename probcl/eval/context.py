@@ -22,8 +22,11 @@ import torch.nn.functional as F
 from probcl.config import AtLeast, NonNegative, Seed, check_bounds
 from probcl.core.devices import resolve_device
 from probcl.core.layout import RunPaths
-from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
 from probcl.data.info import DataInfo
+from probcl.data.loaders import image_batches, load_dataset
+from probcl.data.sources import ImageSource
+from probcl.data.specs import Split
+from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.features import concat_batches, extract, pixel_features
 from probcl.eval.linear import LinearProbe, linear_probe
@@ -52,6 +55,8 @@ class ModelOnData:
     seed: Seed = 0  # seed of the max_train subset and of the offline probe
     num_workers: Annotated[int, NonNegative] = 0  # image-decoding processes for folder datasets
     foreign: ForeignEncoder | None = None  # an encoder evaluated instead of a run's model
+    # policy for unreadable image files, and those met (each folder checked once, whatever the splits loaded)
+    unreadable: UnreadableFiles = field(default_factory=lambda: UnreadableFiles("skip", ON_UNREADABLE_OPTION))
     _cache: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -130,7 +135,14 @@ class ModelOnData:
             else (self.data_root or self.model.cfg.data.root, self.model.cfg.data.download)
         )
         data = load_dataset(
-            spec or info.dataset, split, root, download, info.image_size, info.channels, skip_corrupt=skip_corrupt
+            spec or info.dataset,
+            split,
+            root,
+            download,
+            info.image_size,
+            info.channels,
+            skip_corrupt=skip_corrupt,
+            unreadable=self.unreadable,
         )
         if split == "train" and cap_train:
             data = data.seeded_subset(self.max_train, self.seed)

@@ -12,7 +12,7 @@ from typing import Annotated
 from probcl.config import AtLeast, OneOf, Seed
 from probcl.core.io import read_json
 from probcl.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
-from probcl.data.datasets import TensorImages
+from probcl.data.sources import TensorImages
 from probcl.errors import DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.inputs import id_test_images, probe_logits

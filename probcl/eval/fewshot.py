@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Annotated
 
 from probcl.config import InRange, Seed
-from probcl.data.datasets import labeled_subset
+from probcl.data.sources import labeled_subset
 from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
 from probcl.eval.linear import linear_probe

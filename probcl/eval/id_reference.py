@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from probcl.config import AtLeast, InRange, Seed, check_bounds
-from probcl.data.datasets import ImageSource
+from probcl.data.sources import ImageSource
 from probcl.errors import ConfigError
 from probcl.eval.features import concat_batches
 from probcl.eval.ood_scores import Gaussian, TailCombiner, fit_gaussian, input_statistics

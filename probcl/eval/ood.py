@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from probcl.config import AtLeast, InRange, Seed
-from probcl.data.datasets import ImageSource, TensorImages
 from probcl.data.ood_sets import GENERATED, generated_set
+from probcl.data.sources import ImageSource, TensorImages
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.id_reference import ReferenceOptions, fit_reference

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 import torch
 
-from probcl.data.datasets import decode_image, pil_to_uint8
+from probcl.data.decoding import decode_image, pil_to_uint8
 from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, DatasetError
 

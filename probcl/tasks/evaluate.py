@@ -12,10 +12,11 @@ from typing import Annotated, Any
 
 from torch import nn
 
-from probcl.config import AtLeast, NonNegative, OneOf, Seed, from_dict
+from probcl.config import AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths, find_checkpoint
 from probcl.core.run_lock import RunLock
+from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError
 from probcl.eval import SUITES, ModelOnData
 from probcl.eval.context import FEATURE_LAYERS
@@ -38,6 +39,7 @@ class EvaluateSettings:
     num_workers: Annotated[int, NonNegative] = 0  # image-decoding processes for folder datasets
     figures: bool = True  # draw the figures of the suites run into the output folder's plots/
     report: bool = True  # with figures: rewrite report.md and report.html
+    on_unreadable: OnUnreadable = "skip"  # image files that cannot be read: skip (listed) or error (all named)
 
     def context(self, run_dir: Path | None, foreign: ForeignEncoder | None = None) -> ModelOnData:
         """The model (a run's, or ``foreign``) on its data, with these settings."""
@@ -51,6 +53,7 @@ class EvaluateSettings:
             self.seed,
             self.num_workers,
             foreign,
+            UnreadableFiles(self.on_unreadable, ON_UNREADABLE_OPTION),
         )
 
 
@@ -117,7 +120,8 @@ def evaluate(
     on its training data as ``probcl evaluate RUN`` does (results merged into RUN/eval.json).
     ``suites``: names or ``["all"]``. ``settings``: the fields of :class:`EvaluateSettings` (``device``,
     ``batch_size``, ``feature_layer``, ``max_train``, ``data_root``, ``options`` = ``{suite: {key: value}}`` as
-    ``--option`` gives them, ``seed``, ``num_workers``, ``figures``, ``report``), checked before any work.
+    ``--option`` gives them, ``seed``, ``num_workers``, ``figures``, ``report``, ``on_unreadable``: ``skip`` or
+    ``error`` for image files that cannot be read, see :mod:`probcl.data.unreadable`), checked before any work.
     With ``out`` (a folder), the results of an encoder are merged into OUT/eval.json and figures drawn
     into OUT/plots; without, nothing is written.
     """
@@ -156,7 +160,8 @@ def _evaluate(
     out_dir: Path | None, names: list[str], parsed: dict[str, Any], ctx: ModelOnData, settings: EvaluateSettings
 ) -> dict:
     """Run the suites on ``ctx``; with ``out_dir`` (a run, or a foreign encoder's folder), merge the results
-    into its eval.json and draw their figures into its plots/."""
+    into its eval.json and draw their figures into its plots/. Skipped unreadable image files are listed in
+    OUT/unreadable.txt (one line says how many)."""
     feature_layer, figures, report = settings.feature_layer, settings.figures, settings.report
     paths = RunPaths(out_dir) if out_dir is not None else None
     results = read_json(paths.eval, {}) if paths else {}
@@ -168,6 +173,7 @@ def _evaluate(
         results[result_key(name, feature_layer)] = result
         if paths:
             atomic_write_json(paths.eval, results)
+    ctx.unreadable.report(paths.unreadable if paths else None)
     if figures and paths and report:
         write_report(paths, ctx)
     elif figures and paths:

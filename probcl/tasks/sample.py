@@ -17,7 +17,9 @@ import torch
 
 from probcl.config import AtLeast, NonNegative, Seed
 from probcl.core.layout import RunPaths
-from probcl.data.datasets import ImageSource, load_dataset
+from probcl.data.loaders import load_dataset
+from probcl.data.sources import ImageSource
+from probcl.data.unreadable import UnreadableFiles
 from probcl.errors import ConfigError
 from probcl.methods import METHODS
 from probcl.methods.base import SSLMethod
@@ -146,7 +148,9 @@ def sample_run(
     info = model.data_info
     spec = dataset or model.cfg.data.dataset
     root = data_root if data_root is not None else model.cfg.data.root
-    reference = load_dataset(spec, "train", root, False, info.image_size, info.channels)
+    # the run's policy for unreadable files: the files its pretraining skipped (and listed) are skipped here too
+    policy = UnreadableFiles(model.cfg.data.on_unreadable)
+    reference = load_dataset(spec, "train", root, False, info.image_size, info.channels, unreadable=policy)
     samples = draw_samples(model, reference, o)
     out = Path(out) if out is not None else RunPaths(Path(run)).plots / "samples.png"
     title = (

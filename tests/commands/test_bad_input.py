@@ -346,7 +346,7 @@ def test_unreadable_json_path_is_a_run_error(tmp_path):
 
 def test_unusual_images_are_decoded_correctly(tmp_path):
     """Not errors: RGBA, 16-bit and mixed-size images decode to the expected uint8 pixels."""
-    from probcl.data.datasets import decode_image
+    from probcl.data.decoding import decode_image
 
     rgba = np.zeros((4, 4, 4), dtype=np.uint8)
     rgba[..., 0], rgba[..., 3] = 200, 255

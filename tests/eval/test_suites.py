@@ -8,7 +8,8 @@ from conftest import tiny_overrides
 
 from probcl.config import load_config
 from probcl.core.io import read_json
-from probcl.data.datasets import labeled_subset, load_dataset, random_subset
+from probcl.data.loaders import load_dataset
+from probcl.data.sources import labeled_subset, random_subset
 from probcl.errors import ConfigError, RunError
 from probcl.eval.corruptions import corruption_errors
 from probcl.eval.efficiency import epochs_to_reach, relative_efficiency

@@ -17,7 +17,7 @@ import probcl
 from probcl.cli import main
 from probcl.config import ConfigError, ModelConfig, load_config
 from probcl.core.layout import RunPaths
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.losses.tau import tau_info_nce_loss, tau_nt_xent_loss
 from probcl.models.backbones import build_backbone
 from probcl.models.pretrained import describe_pretrained, load_pretrained_

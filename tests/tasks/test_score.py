@@ -22,7 +22,7 @@ import probcl.tasks.score.cache as score_cache
 import probcl.tasks.score.model_scorer as model_scorer
 from probcl.cli import main
 from probcl.config import load_config
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.errors import RunError
 from probcl.tasks.pretrain import pretrain
 from probcl.tasks.score import ScoreOptions, score_dataset
@@ -69,8 +69,12 @@ def test_garbage_is_flagged_with_a_reason_and_held_out_id_images_are_kept(run, g
     out, sheet = tmp_path / "garbage.csv", tmp_path / "sheet.html"
     args = ["score", str(run), "--max-calibration", str(CALIBRATION)]
     assert main([*args, "--dataset", f"folder:{garbage}", "--out", str(out), "--html", str(sheet)]) == 0
-    printed = capsys.readouterr().out
-    assert "skipped 1 unreadable file(s)" in printed and "8 flagged as out-of-distribution" in printed
+    captured = capsys.readouterr()
+    assert "8 flagged as out-of-distribution" in captured.out
+    assert (
+        f"skipped 1 unreadable image file (--on-unreadable=skip), listed in {out.with_suffix('.unreadable.txt')}"
+        in (captured.err)
+    )
     sidecar = json.loads(out.with_suffix(".json").read_text())
     assert sidecar["skipped"] == [str(garbage / "broken.png")] and sidecar["rows"] == sidecar["flagged"] == 8
 

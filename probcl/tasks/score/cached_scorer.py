@@ -13,7 +13,9 @@ import yaml
 
 from probcl.core.devices import resolve_device
 from probcl.core.layout import RunPaths, find_checkpoint
-from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
+from probcl.data.loaders import image_batches, load_dataset
+from probcl.data.sources import ImageSource
+from probcl.data.specs import Split
 from probcl.eval.score_table import with_input_statistics
 from probcl.eval.scoring_network import ExportedOutputs, load_outputs
 from probcl.tasks.score.cache import cache_file, checkpoint_identity, read_cache
@@ -60,7 +62,14 @@ class CachedScorer(Scorer):
         i = self.input
         root = self.options.data_root or i["root"]
         return load_dataset(
-            spec or i["dataset"], split, root, i["download"], i["image_size"], i["channels"], skip_corrupt=True
+            spec or i["dataset"],
+            split,
+            root,
+            i["download"],
+            i["image_size"],
+            i["channels"],
+            skip_corrupt=True,
+            unreadable=self.unreadable,
         )
 
     def batches(self, data: ImageSource, description: str) -> Iterator[Batch]:

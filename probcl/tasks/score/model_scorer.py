@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from probcl.core.layout import find_checkpoint
-from probcl.data.datasets import ImageSource, Split
+from probcl.data.sources import ImageSource
+from probcl.data.specs import Split
 from probcl.errors import DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.id_reference import IdReference, ReferenceOptions, fit_reference
@@ -43,6 +44,7 @@ class ModelScorer(Scorer):
             data_root=options.data_root,
             seed=options.seed,
             num_workers=options.num_workers,
+            unreadable=self.unreadable,
         )
         self.model = self.ctx.model
         # before any fitting: the reference's score names follow from the model's declared capabilities

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from probcl.config import MAX_SEED, AtLeast, InRange, NonNegative, OneOf, from_dict, to_plain
+from probcl.config import MAX_SEED, AtLeast, InRange, NonNegative, OneOf, OnUnreadable, from_dict, to_plain
 from probcl.eval.score_table import COMBINED
 
 PROBES = ("online", "offline", "none")
@@ -36,6 +36,7 @@ class ScoreOptions:
     sheet_size: Annotated[int, AtLeast(1)] = 16  # accepted images per section of the HTML contact sheet
     # flagged images the contact sheet shows (the most unusual first); it names the file listing the rest
     sheet_flagged: Annotated[int, NonNegative] = 100
+    on_unreadable: OnUnreadable = "skip"  # image files that cannot be read: skip (listed in OUT.unreadable.txt) | error
 
     def validated(self) -> ScoreOptions:
         """These options checked against the field bounds: one ConfigError naming the option otherwise."""

@@ -10,7 +10,9 @@ from typing import Any
 
 import torch
 
-from probcl.data.datasets import ImageSource, Split
+from probcl.data.sources import ImageSource
+from probcl.data.specs import Split
+from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError
 from probcl.eval.id_reference import IdReference
 from probcl.eval.linear import LinearProbe
@@ -33,6 +35,7 @@ class Scorer(ABC):
         self.protocol: dict[str, Any] = {}
         self.cache: dict[str, Any] = {}
         self.checkpoint_meta: Any = None
+        self.unreadable = UnreadableFiles(options.on_unreadable, ON_UNREADABLE_OPTION)  # of every data it reads
 
     @abstractmethod
     def dataset(self, spec: str | None, split: Split) -> ImageSource:

@@ -10,7 +10,8 @@ from typing import IO, Any
 import torch
 
 from probcl.core.io import atomic_write
-from probcl.data.datasets import CorruptImageError, ImageSource, decode_image
+from probcl.data.decoding import CorruptImageError, decode_image
+from probcl.data.sources import ImageSource
 from probcl.errors import DatasetError
 from probcl.eval.score_table import COMBINED
 from probcl.tasks.score.cached_scorer import CachedScorer
@@ -39,7 +40,7 @@ class ScoringPass:
         self.rows = 0
         self.flagged = 0
         self.flagged_by: Counter[str] = Counter()
-        self.skipped: dict[str, str] = {}  # unreadable file -> why
+        self.skipped = scorer.unreadable.found  # unreadable file -> why: the up-front check's and the decoder's
 
     def write(self, fh: IO[bytes]) -> None:
         """Score every batch into ``fh``; one DatasetError when no image could be read."""
@@ -47,7 +48,7 @@ class ScoringPass:
         for images, labels, indices, skipped in self.scorer.batches(self.dataset, f"scoring {self.dataset.name}"):
             for i in skipped.tolist():
                 path = self.dataset.item_id(i)
-                self.skipped[path] = unreadable_reason(path)
+                self.scorer.unreadable.add(path, unreadable_reason(path))
             if images is not None:
                 sink.write(self._batch(images, labels, indices))
         if self.rows == 0:
@@ -114,6 +115,7 @@ def score_dataset(
     picks = SheetPicks(options.sheet_size, options.sheet_flagged) if html is not None else None
     scored = ScoringPass(scorer, dataset, fmt, picks)
     atomic_write(out, scored.write)
+    scorer.unreadable.report(out.with_suffix(".unreadable.txt"))
     reference = scorer.reference
     summary = ScoreSummary(
         out=out,
