@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Annotated
 
-from probcl.data.datasets import labeled_subset
+from probcl.config import InRange, Seed
+from probcl.data.sources import labeled_subset
 from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
 from probcl.eval.linear import linear_probe
@@ -14,13 +16,10 @@ from probcl.eval.suites import SUITES
 
 @dataclass
 class FewshotOptions:
-    fractions: list[float] = field(default_factory=lambda: [0.01, 0.1])  # shares of the training labels
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        for fraction in self.fractions:
-            if not 0 < fraction <= 1:
-                raise ConfigError(f"fewshot.fractions must be in (0, 1], got {fraction}")
+    fractions: list[Annotated[float, InRange(0, 1, low_open=True)]] = field(
+        default_factory=lambda: [0.01, 0.1]
+    )  # shares of the training labels
+    seed: Seed = 0
 
 
 @SUITES.register("fewshot", options=FewshotOptions, title="Few labels")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from probcl.data.datasets import ImageSource, TensorImages
+from probcl.data.sources import ImageSource, TensorImages
 from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
 

@@ -16,14 +16,15 @@ from typing import Annotated
 import numpy as np
 import torch
 
-from probcl.config import AtLeast, InRange
-from probcl.data.datasets import ImageSource, TensorImages
+from probcl.config import AtLeast, InRange, Seed
 from probcl.data.ood_sets import GENERATED, generated_set
+from probcl.data.sources import ImageSource, TensorImages
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
-from probcl.eval.id_reference import COMBINED, ReferenceOptions, fit_reference, method_uncertainty_fns
+from probcl.eval.id_reference import ReferenceOptions, fit_reference
 from probcl.eval.inputs import id_test_images
 from probcl.eval.linear import LinearProbe
+from probcl.eval.score_table import COMBINED, method_uncertainty_fns
 from probcl.eval.suites import SUITES
 
 # Real OOD sets tried by default for a training dataset (skipped with a note when not installed).
@@ -166,7 +167,7 @@ class OodOptions:
     mc_passes: Annotated[int, AtLeast(1)] = 20  # MC-dropout forward passes
     dropout: Annotated[float, InRange(0, 1, high_open=True)] = 0.2  # MC-dropout rate on the probe's input
     runs: list[str] | None = None  # other runs of the same method: deep-ensemble MSP
-    seed: int = 0
+    seed: Seed = 0
     histogram_bins: Annotated[int, AtLeast(1)] = 40
     combination: list[str] | None = None  # scores of the ID-fitted combined score (default: see id_reference)
 

@@ -2,7 +2,7 @@
 
 A suite is a function ``(ctx: ModelOnData, options) -> dict`` registered with an options
 dataclass (``@SUITES.register("knn", options=KnnOptions, title="kNN")``). Options arrive as
-plain data (``--option knn.k=20``, a benchmark's ``suite_options``) and are checked with the
+plain data (``--option knn.knn_k=20``, a benchmark's ``suite_options``) and are checked with the
 config loader: unknown keys and bad values stop before any work with one line naming
 ``suite.key``. A suite that needs more than embeddings of a model (a probcl run's training curves,
 projection head, augmentations) says why in ``needs_run``; foreign encoders are refused it. A result
@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from probcl.config import AtLeast, Positive, from_dict, parse_override_value
+from probcl.config import AtLeast, Positive, from_dict
+from probcl.core.deprecation import renamed_keys
 from probcl.core.registry import Registry
 from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
@@ -25,6 +26,8 @@ from probcl.eval.knn import plain_knn_predict, topk_accuracy, weighted_knn_score
 
 SuiteFn = Callable[[ModelOnData, Any], dict]
 Summary = Callable[[dict], dict[str, float]]  # a result -> the few numbers printed on the console
+# retired option names (glossary: the kNN neighbour count is knn_k everywhere), accepted for one release
+RENAMED_OPTIONS = {"knn": {"k": "knn_k"}}
 
 
 @dataclass
@@ -47,7 +50,7 @@ class Suite:
 
     def parse_options(self, raw: dict[str, Any] | None = None) -> Any:
         """The validated options object; ConfigError naming ``suite.key`` and the valid keys otherwise."""
-        raw = raw or {}
+        raw = renamed_keys(raw or {}, RENAMED_OPTIONS.get(self.name, {}), self.name)
         valid = [f.name for f in dataclasses.fields(self.options)]
         unknown = sorted(set(raw) - set(valid))
         if unknown:
@@ -117,7 +120,7 @@ def linear_suite(ctx: ModelOnData, options: NoOptions) -> dict:
 
 @dataclass
 class KnnOptions:
-    k: Annotated[int, AtLeast(1)] = 200  # neighbours of the weighted kNN
+    knn_k: Annotated[int, AtLeast(1)] = 200  # neighbours of the weighted kNN
     temperature: Annotated[float, Positive] = 0.1  # T of the exp(sim / T) votes
     plain_k: Annotated[int, AtLeast(1)] = 20  # neighbours of the plain (Euclidean, majority) kNN
 
@@ -125,7 +128,7 @@ class KnnOptions:
 @SUITES.register("knn", options=KnnOptions, title="kNN")
 def knn_suite(ctx: ModelOnData, options: KnnOptions) -> dict:
     """Weighted kNN (cosine, exp(sim/T) votes) and plain kNN (Euclidean majority), test accuracy (%)."""
-    k, temperature, plain_k = options.k, options.temperature, options.plain_k
+    k, temperature, plain_k = options.knn_k, options.temperature, options.plain_k
     train_f, train_y = ctx.features("train")
     test_f, test_y = ctx.features("test")
     weighted = topk_accuracy(weighted_knn_scores(train_f, train_y, test_f, ctx.num_classes, k, temperature), test_y)
@@ -142,16 +145,3 @@ def knn_suite(ctx: ModelOnData, options: KnnOptions) -> dict:
             best_epoch_picked=False,
         ),
     }
-
-
-def parse_suite_options(items: list[str]) -> dict[str, dict]:
-    """``["ood.datasets=digits,mnist", "knn.k=20"]`` -> {"ood": {"datasets": "digits,mnist"}, "knn": {"k": 20}}
-    (values as YAML scalars; list options split ``a,b`` when validated)."""
-    options: dict[str, dict] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        suite, dot, name = key.partition(".")
-        if not sep or not dot:
-            raise ConfigError(f"suite option {item!r} must look like SUITE.KEY=VALUE")
-        options.setdefault(suite, {})[name] = parse_override_value(value)
-    return options

@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from probcl.config import TIMM_PREFIX, Config, ModelConfig, import_timm
+from probcl.config import Config, ModelConfig
+from probcl.core.backbone_names import import_timm, resolve_backbone
 
 LEAKY_SLOPE = 0.2
 
@@ -133,7 +134,7 @@ def timm_backbone(name: str, in_channels: int) -> nn.Module:
     ``out_dim`` is measured by one forward pass at the model's default input size: timm's
     ``num_features`` is not the pooled output's width for every model (e.g. MobileNetV3's head conv).
     """
-    timm = import_timm(f"{TIMM_PREFIX}{name}")
+    timm = import_timm(f"timm:{name}")
     net = timm.create_model(name, pretrained=False, num_classes=0, in_chans=in_channels)
     cfg = timm.models.get_pretrained_cfg(name)
     size = cfg.input_size[1:] if cfg else (224, 224)
@@ -146,19 +147,24 @@ def timm_backbone(name: str, in_channels: int) -> nn.Module:
 def timm_classifier(name: str) -> tuple[str, ...]:
     """Names of the classifier module(s) of timm's model ``name``, as its pretrained config declares them:
     a timm checkpoint holds their weights, a backbone built with ``num_classes=0`` has none."""
-    cfg = import_timm(f"{TIMM_PREFIX}{name}").models.get_pretrained_cfg(name)
+    cfg = import_timm(f"timm:{name}").models.get_pretrained_cfg(name)
     classifier = (cfg.classifier if cfg else None) or ()
     return (classifier,) if isinstance(classifier, str) else tuple(classifier)
 
 
+BUILDERS: dict[str, Callable[[str, ModelConfig, int], nn.Module]] = {
+    "cnn": lambda name, cfg, channels: SmallCNN(channels, cfg.width, cfg.norm, cfg.act, cfg.pool),
+    "resnet": lambda name, cfg, channels: resnet(
+        int(name.removeprefix("resnet")), channels, cfg.norm, cfg.act, cfg.cifar_stem
+    ),
+    "timm": lambda name, cfg, channels: timm_backbone(name, channels),
+}  # by family (probcl.core.backbone_names.FAMILIES); torchvision models are built by models.encoder
+
+
 def build_backbone(cfg: ModelConfig, in_channels: int) -> nn.Module:
     """The backbone named in ``cfg`` for images with ``in_channels`` channels."""
-    if cfg.backbone.startswith(TIMM_PREFIX):
-        return timm_backbone(cfg.backbone.removeprefix(TIMM_PREFIX), in_channels)
-    if cfg.backbone == "cnn":
-        return SmallCNN(in_channels, cfg.width, cfg.norm, cfg.act, cfg.pool)
-    depth = int(cfg.backbone.removeprefix("resnet"))
-    return resnet(depth, in_channels, cfg.norm, cfg.act, cfg.cifar_stem)
+    resolved = resolve_backbone(cfg.backbone)
+    return BUILDERS[resolved.family.name](resolved.name, cfg, in_channels)
 
 
 def memory_format_for(cfg: Config) -> torch.memory_format:

@@ -22,17 +22,17 @@ from typing import Any
 import torch
 from torch import nn
 
-from probcl.config import TIMM_PREFIX, Config, DataConfig, ModelConfig, from_dict
+from probcl.config import Config, DataConfig, ModelConfig, from_dict
+from probcl.core.backbone_names import backbone_choices, resolve_backbone
 from probcl.core.layout import WEIGHT_SUFFIXES
 from probcl.data.augment import Normalizer
-from probcl.data.datasets import load_dataset
 from probcl.data.info import DataInfo, data_info_for
+from probcl.data.loaders import load_dataset
+from probcl.data.unreadable import UnreadableFiles
 from probcl.errors import ConfigError
 from probcl.models.backbones import build_backbone, timm_classifier
 from probcl.models.inference import Inference
 from probcl.models.pretrained import CLASSIFIER_PREFIX, describe_pretrained, load_state_, pretrained_state
-
-TORCHVISION_PREFIX = "torchvision:"  # --model.backbone torchvision:<name>: any model of torchvision.models
 
 
 class ForeignEncoder(Inference, nn.Module):
@@ -92,7 +92,8 @@ def preprocessing(
 ) -> DataInfo:
     """The inputs an encoder gets on ``dataset``: the given values, the rest from the dataset (its channels,
     native size, classes, and the per-channel mean/std of its training images, as probcl's runs use)."""
-    train = load_dataset(dataset, "train", data_root, False, image_size, channels)
+    # statistics of the readable images; the evaluation applies the unreadable-file policy and reports them
+    train = load_dataset(dataset, "train", data_root, False, image_size, channels, unreadable=UnreadableFiles("skip"))
     stats = data_info_for(Config(data=DataConfig(dataset=dataset)), train)
     mean, std = list(mean or stats.mean), list(std or stats.std)
     if len(mean) != stats.channels or len(std) != stats.channels:
@@ -131,7 +132,7 @@ def torchvision_encoder(name: str) -> tuple[nn.Module, str]:
         raise ConfigError(f"unknown torchvision model {name!r}; see torchvision.models.list_models()") from None
     linears = [n for n, m in net.named_modules() if isinstance(m, nn.Linear)]
     if not linears:
-        raise ConfigError(f"{TORCHVISION_PREFIX}{name} has no Linear classifier to remove")
+        raise ConfigError(f"torchvision:{name} has no Linear classifier to remove")
     net.set_submodule(linears[-1], nn.Identity())
     return net, linears[-1]
 
@@ -167,25 +168,21 @@ def load_encoder(
     backbone = spec.get("backbone")
     if not backbone:
         raise ConfigError(
-            f"weights {path}: name its architecture with --model.backbone (cnn, resnet18, resnet50, "
-            f"timm:NAME, {TORCHVISION_PREFIX}NAME); it has no .json sidecar that records it"
+            f"weights {path}: name its architecture with --model.backbone ({backbone_choices(trainable=False)}); "
+            f"it has no .json sidecar that records it"
         )
-    torchvision_name = backbone.removeprefix(TORCHVISION_PREFIX) if backbone.startswith(TORCHVISION_PREFIX) else None
-    channels = channels or source.channels or (3 if torchvision_name else None)
+    resolved = resolve_backbone(backbone, trainable=False)
+    family = resolved.family.name
+    channels = channels or source.channels or (3 if family == "torchvision" else None)
     info = preprocessing(
         dataset, channels, image_size or source.image_size, mean or source.mean, std or source.std, data_root
     )
-    if torchvision_name:
-        net, classifier = torchvision_encoder(torchvision_name)
+    if family == "torchvision":
+        net, classifier = torchvision_encoder(resolved.name)
         drop: tuple[str, ...] = (classifier,)
     else:
-        cfg = from_dict(ModelConfig, spec, "model")
-        net = build_backbone(cfg, info.channels)
-        drop = (
-            timm_classifier(cfg.backbone.removeprefix(TIMM_PREFIX))
-            if cfg.backbone.startswith(TIMM_PREFIX)
-            else (CLASSIFIER_PREFIX.removesuffix("."),)
-        )
+        net = build_backbone(from_dict(ModelConfig, spec, "model"), info.channels)
+        drop = timm_classifier(resolved.name) if family == "timm" else (CLASSIFIER_PREFIX.removesuffix("."),)
     state = pretrained_state(source)
     if prefix:
         state = {k.removeprefix(prefix): v for k, v in state.items() if k.startswith(prefix)}

@@ -166,15 +166,18 @@ def _run_backbone(path: Path) -> PretrainedSource:
     method: the ``backbone.*`` weights, the model config and the data statistics the run recorded."""
     try:
         ckpt = find_checkpoint(path)
-        meta = torch.load(ckpt, map_location="cpu", weights_only=False)
-        hparams = meta["hyper_parameters"]
-        model, info = hparams["config"]["model"], hparams["data_info"]
-        prefix = "backbone."
-        state = {k.removeprefix(prefix): v for k, v in meta["state_dict"].items() if k.startswith(prefix)}
     except RunError as e:
         raise ConfigError(f"init {path}: {e}") from None
-    except Exception as e:  # noqa: BLE001 - any unpickling failure or missing key means the same thing here
-        raise ConfigError(f"init {path}: not a readable probcl checkpoint ({type(e).__name__}: {e})") from None
+    try:
+        meta = torch.load(ckpt, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means the same thing here
+        raise ConfigError(f"init {path}: cannot read checkpoint {ckpt}: {e}") from None
+    try:
+        hparams = meta["hyper_parameters"]
+        model, info = hparams["config"]["model"], hparams["data_info"]
+        state = {k.removeprefix("backbone."): v for k, v in meta["state_dict"].items() if k.startswith("backbone.")}
+    except (KeyError, TypeError, AttributeError):
+        raise ConfigError(f"init {path}: {ckpt} is not a probcl checkpoint (no config and weights in it)") from None
     if not state:
         raise ConfigError(f"init {path}: its checkpoint holds no backbone weights; is it a probcl run?")
     return PretrainedSource(path, model, info["mean"], info["std"], info["channels"], info["image_size"], state)

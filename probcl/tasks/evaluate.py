@@ -6,35 +6,59 @@ import json
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from torch import nn
 
+from probcl.config import AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths, find_checkpoint
 from probcl.core.run_lock import RunLock
+from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError, ProbclError
 from probcl.eval import SUITES, ModelOnData
+from probcl.eval.context import FEATURE_LAYERS
 from probcl.eval.provenance import describe, encoder_record, legacy_same_run, model_tag, same_model
 from probcl.models.encoder import ForeignEncoder, wrap_encoder
 from probcl.report.tables import scalar_metrics
 
 
-def evaluate_run(
-    run_dir: str | Path,
-    suites: list[str],
-    device: str = "auto",
-    batch_size: int = 512,
-    feature_layer: str = "backbone",
-    max_train: int | None = None,
-    data_root: str | None = None,
-    options: dict[str, dict[str, Any]] | None = None,
-    seed: int = 0,
-    num_workers: int = 0,
-    figures: bool = True,
-    report: bool = True,
-) -> Evaluation:
+@dataclass
+class EvaluateSettings:
+    """How suites are evaluated, whatever is evaluated (a run or an encoder); checked by
+    :func:`~probcl.config.from_dict` (``probcl evaluate``'s flags, :func:`evaluate`'s keyword arguments)."""
+
+    device: str = "auto"  # auto (CUDA when present), cpu, cuda, cuda:1, ...
+    batch_size: Annotated[int, AtLeast(1)] = 512  # the inference batch: images per forward pass
+    feature_layer: Annotated[str, OneOf(FEATURE_LAYERS)] = "backbone"
+    max_train: Annotated[int | None, AtLeast(1)] = None  # seeded subset of training images for probes and kNN
+    data_root: str | None = None  # default: the run's data.root, $PROBCL_DATA
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # {suite: {key: value}} (``--option``)
+    seed: Seed = 0  # seed of the max_train subset and of the offline probe
+    num_workers: Annotated[int, NonNegative] = 0  # image-decoding processes for folder datasets
+    figures: bool = True  # draw the figures of the suites run into the output folder's plots/
+    report: bool = True  # with figures: rewrite report.md and report.html
+    on_unreadable: OnUnreadable = "skip"  # image files that cannot be read: skip (listed) or error (all named)
+
+    def context(self, run_dir: Path | None, foreign: ForeignEncoder | None = None) -> ModelOnData:
+        """The model (a run's, or ``foreign``) on its data, with these settings."""
+        return ModelOnData(
+            run_dir,
+            self.device,
+            self.batch_size,
+            self.feature_layer,
+            self.max_train,
+            self.data_root,
+            self.seed,
+            self.num_workers,
+            foreign,
+            UnreadableFiles(self.on_unreadable, ON_UNREADABLE_OPTION),
+        )
+
+
+def evaluate_run(run_dir: str | Path, suites: list[str], settings: EvaluateSettings | None = None) -> Evaluation:
     """Run ``suites`` (names, or ``all``) and merge the results into the run's eval.json.
 
     eval.json holds one checkpoint's results: those of an earlier checkpoint (the run trained on since) are moved
@@ -42,40 +66,32 @@ def evaluate_run(
     here (unlabeled data, too few labels, no transfer target, ...) is skipped and listed with its reason in the
     returned :class:`Evaluation`'s ``skipped``; a named suite that cannot run stops with its error.
     Results are keyed ``suite`` for backbone features and ``suite@layer`` for other layers.
-    Suite names and ``options`` are validated before any work. With ``figures``, the figures of the
-    suites run are drawn into RUN/plots (see :mod:`probcl.report.figures`); with ``report`` as well, RUN/report.md
-    and RUN/report.html are rewritten from everything the run holds (see :func:`write_report`).
+    Suite names and ``settings.options`` are validated before any work. With ``settings.figures``, the figures
+    of the suites run are drawn into RUN/plots (see :mod:`probcl.report.figures`); with ``settings.report`` as
+    well, RUN/report.md and RUN/report.html are rewritten from everything the run holds (see :func:`write_report`).
     """
+    s = settings or EvaluateSettings()
     names = SUITES.names() if suites == ["all"] else suites
-    parsed = SUITES.parse_all(names, options)
+    parsed = SUITES.parse_all(names, s.options)
     find_checkpoint(run_dir)  # clear error before any work
     with RunLock(run_dir, "evaluate") if Path(run_dir).is_dir() else nullcontext():
-        ctx = ModelOnData(Path(run_dir), device, batch_size, feature_layer, max_train, data_root, seed, num_workers)
-        return _evaluate(Path(run_dir), names, parsed, ctx, feature_layer, figures, report, suites == ["all"])
+        return _evaluate(Path(run_dir), names, parsed, s.context(Path(run_dir)), s, suites == ["all"])
 
 
 def evaluate_encoder(
     encoder: ForeignEncoder,
     suites: list[str],
     out: str | Path | None = None,
-    device: str = "auto",
-    batch_size: int = 512,
-    feature_layer: str = "backbone",
-    max_train: int | None = None,
-    data_root: str | None = None,
-    options: dict[str, dict[str, Any]] | None = None,
-    seed: int = 0,
-    num_workers: int = 0,
-    figures: bool = True,
-    report: bool = True,
+    settings: EvaluateSettings | None = None,
 ) -> Evaluation:
     """Run ``suites`` on a foreign encoder (``all``: every suite that needs only embeddings, those that cannot
     run here skipped as in :func:`evaluate_run`); with ``out``, merge the results into OUT/eval.json and draw their
     figures into OUT/plots. A suite that needs a probcl run (``Suite.needs_run``) is refused before any work, and
     so is an ``out`` whose eval.json holds results of other weights or preprocessing (see
     :func:`keep_one_model`; :func:`encoder_folder` gives each its own folder)."""
+    s = settings or EvaluateSettings()
     names = [n for n in SUITES.names() if not SUITES.get(n).needs_run] if suites == ["all"] else suites
-    parsed = SUITES.parse_all(names, options)
+    parsed = SUITES.parse_all(names, s.options)
     for name in names:
         reason = SUITES.get(name).needs_run
         if reason:
@@ -84,10 +100,10 @@ def evaluate_encoder(
                 f"only. Suites for any encoder: "
                 f"{', '.join(n for n in SUITES.names() if not SUITES.get(n).needs_run)}"
             )
-    ctx = ModelOnData(None, device, batch_size, feature_layer, max_train, data_root, seed, num_workers, encoder)
+    ctx = s.context(None, encoder)
     folder = None if out is None else Path(out)
     with RunLock(folder, "evaluate") if folder is not None else nullcontext():
-        return _evaluate(folder, names, parsed, ctx, feature_layer, figures, report, suites == ["all"])
+        return _evaluate(folder, names, parsed, ctx, s, suites == ["all"])
 
 
 def evaluate(
@@ -101,15 +117,7 @@ def evaluate(
     channels: int | None = None,
     name: str | None = None,
     out: str | Path | None = None,
-    device: str = "auto",
-    batch_size: int = 512,
-    feature_layer: str = "backbone",
-    max_train: int | None = None,
-    data_root: str | None = None,
-    options: dict[str, dict[str, Any]] | None = None,
-    seed: int = 0,
-    num_workers: int = 0,
-    figures: bool = True,
+    **settings: Any,
 ) -> Evaluation:
     """Evaluate any encoder, or a probcl run, with the evaluation suites; returns ``{suite: result}`` (an
     :class:`Evaluation`: also the suites ``all`` skipped, with their reasons, and notes).
@@ -119,11 +127,15 @@ def evaluate(
     inputs conformed to ``channels`` x ``image_size`` and normalized by ``mean``/``std`` (defaults: the
     dataset's; see :func:`probcl.models.encoder.preprocessing`); or a probcl run directory / .ckpt, evaluated
     on its training data as ``probcl evaluate RUN`` does (results merged into RUN/eval.json).
-    ``suites``: names or ``["all"]``; ``options``: ``{suite: {key: value}}`` (the ``--option`` values).
+    ``suites``: names or ``["all"]``. ``settings``: the fields of :class:`EvaluateSettings` (``device``,
+    ``batch_size``, ``feature_layer``, ``max_train``, ``data_root``, ``options`` = ``{suite: {key: value}}`` as
+    ``--option`` gives them, ``seed``, ``num_workers``, ``figures``, ``report``, ``on_unreadable``: ``skip`` or
+    ``error`` for image files that cannot be read, see :mod:`probcl.data.unreadable`), checked before any work.
     With ``out`` (a folder), the results of an encoder are merged into OUT/eval.json and figures drawn
     into OUT/plots; without, nothing is written.
     """
     suites = list(suites)
+    checked: EvaluateSettings = from_dict(EvaluateSettings, settings)
     if not isinstance(encoder, nn.Module):
         given = {
             "dataset": dataset,
@@ -140,19 +152,7 @@ def evaluate(
                 f"{', '.join(stray)}: only for an encoder module; run {encoder} is evaluated on its "
                 f"training data with its own preprocessing, into its eval.json"
             )
-        return evaluate_run(
-            encoder,
-            suites,
-            device,
-            batch_size,
-            feature_layer,
-            max_train,
-            data_root,
-            options,
-            seed,
-            num_workers,
-            figures,
-        )
+        return evaluate_run(encoder, suites, checked)
     if isinstance(encoder, ForeignEncoder):
         if any(v is not None for v in (dataset, mean, std, image_size, channels, name)):
             raise ConfigError(
@@ -161,21 +161,8 @@ def evaluate(
     else:
         if dataset is None:
             raise ConfigError("evaluating an encoder module needs dataset=SPEC (e.g. 'digits', 'folder:/path')")
-        encoder = wrap_encoder(encoder, dataset, channels, image_size, mean, std, name, data_root)
-    return evaluate_encoder(
-        encoder,
-        suites,
-        out,
-        device,
-        batch_size,
-        feature_layer,
-        max_train,
-        data_root,
-        options,
-        seed,
-        num_workers,
-        figures,
-    )
+        encoder = wrap_encoder(encoder, dataset, channels, image_size, mean, std, name, checked.data_root)
+    return evaluate_encoder(encoder, suites, out, checked)
 
 
 class Evaluation(dict[str, dict]):
@@ -194,14 +181,14 @@ def _evaluate(
     names: list[str],
     parsed: dict[str, Any],
     ctx: ModelOnData,
-    feature_layer: str,
-    figures: bool,
-    report: bool = True,
+    settings: EvaluateSettings,
     skip_unavailable: bool = False,
 ) -> Evaluation:
     """Run the suites on ``ctx``; with ``out_dir`` (a run, or a foreign encoder's folder), merge the results
     into its eval.json (one model's results only: :func:`keep_one_model`) and draw their figures into its plots/.
-    ``skip_unavailable``: a suite that stops with a :class:`ProbclError` is skipped and listed, the others run."""
+    ``skip_unavailable``: a suite that stops with a :class:`ProbclError` is skipped and listed, the others run.
+    Skipped unreadable image files are listed in OUT/unreadable.txt (one line says how many)."""
+    feature_layer, figures, report = settings.feature_layer, settings.figures, settings.report
     paths = RunPaths(out_dir) if out_dir is not None else None
     results = keep_one_model(paths, ctx) if paths else {}
     skipped: dict[str, str] = {}
@@ -219,6 +206,7 @@ def _evaluate(
         results[result_key(name, feature_layer)] = result
         if paths:
             atomic_write_json(paths.eval, results)
+    ctx.unreadable.report(paths.unreadable if paths else None)
     if len(skipped) == len(names):
         reasons = "; ".join(f"{name}: {reason}" for name, reason in skipped.items())
         raise ConfigError(f"no suite could run on {ctx.name}: {reasons}")

@@ -14,7 +14,8 @@ from PIL import Image
 import probcl
 from probcl.cli import main
 from probcl.config import load_config
-from probcl.data.datasets import HOLDOUT_FRACTION, load_dataset
+from probcl.data.loaders import load_dataset
+from probcl.data.specs import HOLDOUT_FRACTION
 from probcl.eval import inputs
 from probcl.eval.ood import ood_summary
 from probcl.tasks.pretrain import pretrain

@@ -5,9 +5,22 @@ from __future__ import annotations
 import math
 
 import pytest
+import yaml
 from scipy import stats
 
-from probcl.report.claims import CLAIMS, Comparison, difference, judge, metric, t_interval, verdict
+from probcl.core.presets import resolve_config_path
+from probcl.errors import ConfigError
+from probcl.report.claim_stats import ClaimResult, Comparison, difference, judge, metric, t_interval, verdict
+from probcl.report.claims import parse_claims
+
+
+def study_claims() -> dict:
+    """The study's claims, parsed from their data in the study config."""
+    config = yaml.safe_load(resolve_config_path("fashion-mnist/study").read_text())
+    return parse_claims(config["claims"])
+
+
+CLAIMS = study_claims()
 
 
 def test_t_interval_matches_a_hand_computed_case_and_scipy():
@@ -51,6 +64,107 @@ def test_comparisons_pair_cells_by_seed_and_skip_seeds_with_a_missing_cell():
     assert judge(Comparison("x", metric("c", "m")), by_seed).verdict == "missing"
 
 
-def test_every_registered_claim_names_the_paper_and_its_numbers():
-    assert {CLAIMS.get(n).paper for n in CLAIMS.names()} == {"EBCLR", "VEM", "TaU", "CEB"}
-    assert all(CLAIMS.get(n).paper_numbers and CLAIMS.get(n).comparisons for n in CLAIMS.names())
+def test_every_study_claim_names_the_paper_and_its_numbers():
+    assert {CLAIMS[n].paper for n in CLAIMS} == {"EBCLR", "VEM", "TaU", "CEB"}
+    assert all(CLAIMS[n].paper_numbers and CLAIMS[n].comparisons for n in CLAIMS)
+
+
+def test_claims_as_data_compute_their_values_by_hand():
+    claims = parse_claims(
+        {
+            "c": {
+                "paper": "P",
+                "statement": "s",
+                "paper_numbers": "n",
+                "comparisons": [
+                    {
+                        "label": "drop",
+                        "value": {
+                            "minus": [
+                                {"minus": [{"metric": ["a", "m"]}, {"metric": ["a2", "m"]}]},
+                                {"minus": [{"metric": ["b", "m"]}, {"metric": ["b2", "m"]}]},
+                            ]
+                        },
+                    },
+                    {
+                        "label": "best",
+                        "value": {
+                            "minus": [
+                                {"mean": ["a", ["m", "k"]]},
+                                {"best": [{"metric": ["b", "m"]}, {"metric": ["b", "x"]}]},
+                            ]
+                        },
+                    },
+                    {
+                        "label": "never",
+                        "value": {"minus": [0.5, {"metric": ["a", "eff"], "default": 1.5, "requires": "k"}]},
+                        "shown": [["a", "k"]],
+                    },
+                ],
+            }
+        }
+    )
+    drop, best, never = claims["c"].comparisons
+    seed = {"a": {"m": 90.0, "k": 80.0}, "a2": {"m": 88.0}, "b": {"m": 85.0, "x": 86.0}, "b2": {"m": 84.5}}
+    assert drop.value(seed) == pytest.approx((90 - 88) - (85 - 84.5))  # 1.5
+    assert best.value(seed) == pytest.approx((90 + 80) / 2 - 86)  # -1
+    assert never.value(seed) == pytest.approx(0.5 - 1.5)  # no efficiency value: "never"
+    assert never.value({"a": {"m": 1.0}}) is None  # requires k: not measured yet
+    assert drop.shown == (("a", "m"), ("a2", "m"), ("b", "m"), ("b2", "m")) and never.shown == (("a", "k"),)
+
+
+def test_stress_sets_are_reported_beside_the_verdict_never_deciding_it():
+    data = {
+        "paper": "P",
+        "statement": "s",
+        "paper_numbers": "n",
+        "comparisons": [
+            {"label": "a - b, digits", "value": {"minus": [{"metric": ["a", "d"]}, {"metric": ["b", "d"]}]}},
+            {
+                "label": "a - b, noise",
+                "evidence": "beyond",
+                "value": {"minus": [{"metric": ["a", "n"]}, {"metric": ["b", "n"]}]},
+            },
+        ],
+    }
+    claim = parse_claims({"c": data})["c"]
+    by_seed = {s: {"a": {"d": 0.9 + s / 100, "n": 0.2}, "b": {"d": 0.8, "n": 0.9 + s / 100}} for s in range(3)}
+    result = ClaimResult("c", claim, [judge(c, by_seed) for c in claim.comparisons])
+    assert [c.verdict for c in result.comparisons] == ["reproduced", "contradicted"]
+    assert result.verdict == "reproduced" and result.deciding.label == "a - b, digits"
+    assert [c.label for c in result.beyond_the_paper] == ["a - b, noise"]
+    assert CLAIMS["tau-posthoc"].comparisons[-1].evidence == "beyond"  # Gaussian noise: a set the paper never used
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ([1], "must be a mapping"),
+        ({"c": {"paper": "P"}}, "a claim has comparisons, paper, paper_numbers, statement"),
+        (
+            {
+                "c": {
+                    "paper": "P",
+                    "statement": "s",
+                    "paper_numbers": "n",
+                    "comparisons": [{"label": "x", "value": {"plus": 1}}],
+                }
+            },
+            r"claims\.c\.comparisons\[0\]\.value: .* is not a value; use a number or one of metric, mean, minus, best",
+        ),
+        (
+            {
+                "c": {
+                    "paper": "P",
+                    "statement": "s",
+                    "paper_numbers": "n",
+                    "comparisons": [{"label": "x", "value": 1, "evidence": "vibes"}],
+                }
+            },
+            "evidence must be paper or beyond",
+        ),
+    ],
+)
+def test_malformed_claims_are_one_config_error(bad, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_claims(bad)

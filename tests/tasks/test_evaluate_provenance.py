@@ -16,7 +16,7 @@ from probcl.cli import main
 from probcl.config import load_config
 from probcl.eval.provenance import legacy_same_run, same_model
 from probcl.models.backbones import SmallCNN
-from probcl.tasks.evaluate import evaluate_run
+from probcl.tasks.evaluate import EvaluateSettings, evaluate_run
 from probcl.tasks.pretrain import pretrain
 
 FAST = ["--device", "cpu", "--max-train", "200", "--no-report"]
@@ -87,7 +87,7 @@ def test_a_folder_holding_other_weights_is_refused(two_weights, tmp_path, capsys
 def test_a_changed_checkpoint_moves_the_earlier_results_out(tmp_path, capsys):
     run = pretrain(load_config(None, tiny_overrides(tmp_path / "run")))
     ckpt = run / "checkpoints" / "last.ckpt"
-    evaluate_run(run, ["linear"], device="cpu", max_train=200, report=False)
+    evaluate_run(run, ["linear"], EvaluateSettings(device="cpu", max_train=200, report=False))
     old = recorded(run, "linear")
     assert old["sha256"] == sha256(ckpt) and old["preprocessing"]["dataset"] == "digits"
 
@@ -105,7 +105,9 @@ def test_a_changed_checkpoint_moves_the_earlier_results_out(tmp_path, capsys):
     assert "the checkpoint changed since linear were evaluated" in out and aside.name in out
     assert "re-run them with --suite linear" in out
 
-    evaluate_run(run, ["linear"], device="cpu", max_train=200, report=False)  # the same checkpoint: merged
+    evaluate_run(
+        run, ["linear"], EvaluateSettings(device="cpu", max_train=200, report=False)
+    )  # the same checkpoint: merged
     assert set(json.loads((run / "eval.json").read_text())) == {"knn", "linear"}
 
 

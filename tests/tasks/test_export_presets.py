@@ -23,7 +23,13 @@ from probcl.tasks.export import export_model
 
 onnxruntime = pytest.importorskip("onnxruntime")
 
-NATIVE_INPUT = {"fashion-mnist": (1, 28), "mnist": (1, 28), "cifar10": (3, 32), "cifar100": (3, 32)}  # C, size
+NATIVE_INPUT = {
+    "fashion-mnist": (1, 28),
+    "mnist": (1, 28),
+    "digits": (1, 28),  # 8x8, upscaled to 28 px when loaded
+    "cifar10": (3, 32),
+    "cifar100": (3, 32),
+}  # C, size
 README_TIMM = ("fashion-mnist/simclr", "timm:resnet10t")  # README: --model.backbone timm:resnet10t
 
 
