@@ -43,8 +43,8 @@ from probcl.core.devices import resolve_device
 from probcl.core.io import atomic_write_json
 from probcl.core.precision import cpu_bf16_flags, resolve_precision
 from probcl.core.presets import resolve_config_path
-from probcl.data.datasets import load_dataset
 from probcl.data.info import data_info_for
+from probcl.data.loaders import load_dataset
 from probcl.methods import METHODS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,7 +6,8 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from probcl.data.datasets import ImageSource, image_batches
+from probcl.data.loaders import image_batches
+from probcl.data.sources import ImageSource
 from probcl.errors import DatasetError
 
 

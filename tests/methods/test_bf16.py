@@ -68,7 +68,7 @@ def _step_loss(method: str, batch, precision_context) -> tuple[torch.Tensor, lis
 
 @pytest.mark.parametrize("method", list(SAMPLERS))
 def test_a_bf16_training_step_is_finite_and_near_the_float32_one(method):
-    from probcl.data.datasets import load_dataset
+    from probcl.data.loaders import load_dataset
 
     data = load_dataset("digits", "train")
     batch = (data.images[:32], data.labels()[:32], torch.arange(32))
