@@ -22,9 +22,10 @@ from probcl.report.controls import Control, check_controls
 DEFAULT_HEADLINE = {
     "linear top-1 %": "linear/top1",
     "kNN top-1 %": "knn/top1",
-    "AUROC digits (MSP)": "ood/sets.digits.msp.auroc",
-    "AUROC Gaussian noise (MSP)": "ood/sets.noise:gaussian.msp.auroc",
-    "AUROC uniform noise (MSP)": "ood/sets.noise:uniform.msp.auroc",
+    # OOD columns: the combined score, the one the docs recommend (each set's best single score is in the report)
+    "AUROC digits (combined)": "ood/sets.digits.combined.auroc",
+    "AUROC Gaussian noise (combined)": "ood/sets.noise:gaussian.combined.auroc",
+    "AUROC uniform noise (combined)": "ood/sets.noise:uniform.combined.auroc",
     "ECE": "calibration/ece",
     "FGSM 8/255 top-1 %": "adversarial/fgsm.eps8",
     "mean corruption top-1 %": "corruptions/mean_top1",
