@@ -207,7 +207,8 @@ class TrainConfig:
     channels_last: bool = True  # NHWC memory format for conv backbones (faster convolutions on CPU and GPU)
     compile: bool = False  # torch.compile the backbone (pays off for long runs; first steps compile)
     sync_batchnorm: bool = False
-    limit_train_batches: Annotated[float | None, Positive] = None  # fraction (<=1) or count (>1) of batches per epoch
+    # batches per epoch: a whole number is a count (1: one batch), a number in (0, 1) a fraction of the epoch
+    limit_train_batches: Annotated[int | float | None, Positive] = None
     checkpoint_every_n_steps: Annotated[int | None, AtLeast(1)] = (
         None  # besides every epoch: for crash-resume mid-epoch
     )

@@ -39,7 +39,7 @@ from probcl.methods import METHODS, SSLMethod
 from probcl.runs.loggers import check_loggers, extra_loggers
 from probcl.runs.metrics_log import JsonlLogger
 from probcl.runs.resume import ExactResume, GracefulStop, ResumableLoader
-from probcl.tasks.startup import announce, steps_per_epoch, summarize
+from probcl.tasks.startup import announce, limited_batches, steps_per_epoch, summarize
 
 
 class _DropTips(logging.Filter):
@@ -208,14 +208,6 @@ def _is_rank_zero() -> bool:
     return rank_zero_only.rank == 0  # type: ignore[attr-defined]  # set on the function by Lightning
 
 
-def _batches_per_epoch(batches: int, limit: float | None) -> int:
-    """The batches an epoch runs under ``train.limit_train_batches`` (a count when > 1, else a fraction), as
-    Lightning counts them: its logging interval must not exceed this (Lightning warns otherwise)."""
-    if limit is None:
-        return batches
-    return min(batches, int(limit)) if limit > 1 else int(batches * limit)
-
-
 def _trainer(**kwargs: Any) -> pl.Trainer:
     """``pl.Trainer(**kwargs)``, with Lightning's refusals of the hardware settings as ConfigError."""
     try:
@@ -355,8 +347,8 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         logger=loggers,
         callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],
-        limit_train_batches=(int(limit) if limit is not None and limit > 1 else limit),
-        log_every_n_steps=max(1, min(10, _batches_per_epoch(len(loader), limit))),
+        limit_train_batches=(int(limit) if limit is not None and float(limit).is_integer() else limit),
+        log_every_n_steps=max(1, min(10, limited_batches(len(loader), limit))),  # Lightning warns above an epoch
         enable_progress_bar=t.progress_bar,
         enable_model_summary=False,
         num_sanity_val_steps=0,

@@ -27,7 +27,7 @@ def steps_per_epoch(images: int, batch_size: int, processes: int = 1, limit: flo
     """Optimiser steps per epoch, as the training loop takes them: each of ``processes`` gets
     ``images // processes`` images of the epoch's order (``ResumableSampler``) in full batches only (the
     ``ResumableLoader`` drops the last, partial one: floor), capped by ``train.limit_train_batches`` as Lightning
-    caps it (a count above 1, else a fraction, rounded down). A batch the data cannot fill is one ConfigError."""
+    caps it (:func:`limited_batches`). A batch the data cannot fill is one ConfigError."""
     per_process = images // processes
     full = per_process // batch_size
     if full == 0:
@@ -36,15 +36,27 @@ def steps_per_epoch(images: int, batch_size: int, processes: int = 1, limit: flo
             f"train.batch_size={batch_size} exceeds the {per_process} training images{where}: batches are always "
             f"full, so no optimiser step could be taken. {_smaller_batch(per_process)}"
         )
-    if limit is None:
-        return full
-    steps = min(full, int(limit)) if limit > 1 else int(full * limit)
+    steps = limited_batches(full, limit)
     if steps == 0:
         raise ConfigError(
             f"train.limit_train_batches={limit} of the {full} batches per epoch leaves none; "
             f"use at least {1 / full:.3g} (a fraction) or 1 (a count)"
         )
     return steps
+
+
+def limited_batches(batches: int, limit: float | None) -> int:
+    """The batches of an epoch of ``batches`` that run under ``train.limit_train_batches``, as Lightning counts
+    them: a whole number is a count (``1``: one batch), a number in (0, 1) a fraction, rounded down."""
+    if limit is None:
+        return batches
+    if float(limit).is_integer():
+        return min(batches, int(limit))
+    if not 0 < limit < 1:
+        raise ConfigError(
+            f"train.limit_train_batches={limit} is neither a whole number of batches nor a fraction in (0, 1)"
+        )
+    return int(batches * limit)
 
 
 def _smaller_batch(per_process: int) -> str:

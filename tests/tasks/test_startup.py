@@ -35,6 +35,23 @@ def test_limit_train_batches_caps_as_lightning_does():
     assert steps_per_epoch(100, 10, limit=50.0) == 10  # a count above the batches: all of them
     with pytest.raises(ConfigError, match=r"limit_train_batches=0.05 of the 10 batches per epoch leaves none"):
         steps_per_epoch(100, 10, limit=0.05)
+    assert steps_per_epoch(100, 10, limit=1) == 1  # 1 is one batch, as Lightning reads an int (not 100 %)
+    with pytest.raises(ConfigError, match=r"limit_train_batches=2.5 is neither a whole number"):
+        steps_per_epoch(100, 10, limit=2.5)
+
+
+def test_a_limit_of_one_trains_one_batch_an_epoch(tiny_config):
+    """`train.limit_train_batches: 1` runs one optimiser step an epoch (it once ran the whole epoch, as 100 %)."""
+    import json
+
+    from probcl.core.layout import RunPaths
+    from probcl.tasks.pretrain import pretrain
+
+    run = pretrain(
+        tiny_config(**{"train.limit_train_batches": 1, "train.epochs": 2, "train.monitor_every_n_epochs": 0})
+    )
+    rows = [json.loads(line) for line in RunPaths(run).metrics.read_text().splitlines()]
+    assert sorted({row["step"] for row in rows}) == [0, 1]  # steps 0 and 1: one per epoch (a full epoch is 39)
 
 
 def test_a_batch_larger_than_the_data_is_refused_with_a_batch_that_fits():
