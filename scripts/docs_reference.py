@@ -80,7 +80,7 @@ def field_description(cls: type, name: str) -> str:
 def option_classes() -> Iterator[tuple[str, type]]:
     """(prefix, dataclass) for every documented option class: the config sections, the top-level keys,
     every method's ``Params`` and every suite's options."""
-    from probcl.eval.suites import SUITES
+    from probcl.eval import SUITES
     from probcl.methods import METHODS
 
     yield "", Config
@@ -193,7 +193,7 @@ def config_reference() -> str:
 
 def suite_options_reference() -> str:
     """Each evaluation suite's options (``--option SUITE.KEY=VALUE``), one table per suite."""
-    from probcl.eval.suites import SUITES
+    from probcl.eval import SUITES
 
     parts = []
     for name in SUITES.names():
@@ -222,8 +222,18 @@ def cli_reference() -> str:
     """Every sub-command of ``probcl``: its usage line, description and a table of its arguments."""
     from probcl.cli import build_parser
 
+    columns = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps the usage lines to $COLUMNS
-    parser, commands = build_parser()
+    try:
+        return _cli_reference(*build_parser())
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
+
+
+def _cli_reference(parser: argparse.ArgumentParser, commands: dict) -> str:
     subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     parts = []
     for name in commands:
@@ -240,13 +250,40 @@ def cli_reference() -> str:
     return "\n".join(parts)
 
 
+def method_presets_table(method: str) -> str:
+    """The package's presets of ``method``: what each sets besides the defaults (method_args, optimiser, budget)."""
+    import yaml
+
+    from probcl.core.presets import PRESETS_DIR
+
+    rows = ["| preset | `method_args` | optimiser | epochs x batch |", "|---|---|---|---|"]
+    for path in sorted(PRESETS_DIR.rglob("*.yaml")):
+        tree = yaml.safe_load(path.read_text()) or {}
+        if tree.get("method") != method:
+            continue
+        args = ", ".join(f"{k}: {v}" for k, v in (tree.get("method_args") or {}).items()) or "(defaults)"
+        optim = tree.get("optim") or {}
+        train = tree.get("train") or {}
+        opt = " ".join(str(optim[k]) for k in ("name", "lr") if k in optim) or "(default)"
+        budget = f"{train.get('epochs', '-')} x {train.get('batch_size', '-')}"
+        rows.append(f"| `{path.relative_to(PRESETS_DIR).with_suffix('')}` | {_cell(args)} | {opt} | {budget} |")
+    return "\n".join(rows) if len(rows) > 2 else "No preset ships for this method."
+
+
 def generated_blocks() -> dict[str, str]:
-    """Marker name -> Markdown; ``docs/hooks.py`` replaces ``<!-- generated: NAME -->`` lines with them."""
-    return {
+    """Marker name -> Markdown; ``docs/hooks.py`` replaces ``<!-- generated: NAME -->`` lines with them
+    (``method-args NAME`` and ``method-presets NAME`` for each registered method)."""
+    from probcl.methods import METHODS
+
+    blocks = {
         "config-reference": config_reference(),
         "suite-options": suite_options_reference(),
         "cli-reference": cli_reference(),
     }
+    for method in METHODS.names():
+        blocks[f"method-args {method}"] = options_table(METHODS.get(method).Params, "")
+        blocks[f"method-presets {method}"] = method_presets_table(method)
+    return blocks
 
 
 def main() -> None:

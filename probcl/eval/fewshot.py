@@ -15,7 +15,7 @@ from probcl.eval.suites import SUITES
 @dataclass
 class FewshotOptions:
     fractions: list[float] = field(default_factory=lambda: [0.01, 0.1])  # shares of the training labels
-    seed: int = 0
+    seed: int = 0  # seed of the stratified label subsets
 
     def __post_init__(self) -> None:
         for fraction in self.fractions:

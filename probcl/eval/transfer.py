@@ -23,7 +23,7 @@ DEFAULT_TARGETS = {
 @dataclass
 class TransferOptions:
     datasets: list[str] | None = None  # target dataset specs (default: one per training dataset)
-    seed: int = 0
+    seed: int = 0  # seed of the image subsets and the probe
 
 
 @SUITES.register("transfer", options=TransferOptions, title="Transfer")
