@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from probcl.config import ALIASES, Bound, Config
+from probcl.tasks.benchmark_grid import BenchmarkConfig, BenchmarkEval
 
 SECTIONS = ("data", "augment", "model", "optim", "train")  # Config's dataclass sections, in reading order
 
@@ -91,6 +92,8 @@ def option_classes() -> Iterator[tuple[str, type]]:
         yield f"method_args ({method})", METHODS.get(method).Params
     for suite in SUITES.names():
         yield f"--option {suite}.", SUITES.get(suite).options
+    yield "benchmark", BenchmarkConfig
+    yield "benchmark eval", BenchmarkEval
 
 
 def undescribed_fields() -> list[str]:
@@ -188,6 +191,18 @@ def config_reference() -> str:
         parts += [f"### `{method}`", "", options_table(params, "method_args."), ""]
     short = ", ".join(f"`{flag}` = `{key}`" for flag, key in ALIASES.items())
     parts += ["## Short flags", "", f"`probcl pretrain` accepts these short forms of config keys: {short}.", ""]
+    parts += [
+        "## Benchmark files",
+        "",
+        "The keys of a `probcl benchmark` YAML file ([Benchmarks and studies](../how-to/benchmark.md)).",
+        "",
+        options_table(BenchmarkConfig, ""),
+        "",
+        "`eval:` (how every cell is evaluated):",
+        "",
+        options_table(BenchmarkEval, "eval."),
+        "",
+    ]
     return "\n".join(parts)
 
 
