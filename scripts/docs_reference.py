@@ -96,16 +96,29 @@ def option_classes() -> Iterator[tuple[str, type]]:
     yield "benchmark eval", BenchmarkEval
 
 
+def _fields(cls: type, prefix: str = "") -> Iterator[tuple[str, type, dataclasses.Field, Any]]:
+    """(dotted key, declaring dataclass, field, annotation) of ``cls``'s fields, nested dataclass fields (EBCLR's
+    ``sgld``) expanded with their own keys; the sections of :class:`~probcl.config.Config` are left out (each has
+    its own table)."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+            if cls is not Config:
+                yield from _fields(tp, f"{prefix}{f.name}.")
+            continue
+        yield f"{prefix}{f.name}", cls, f, tp
+
+
 def undescribed_fields() -> list[str]:
     """``Class.field`` for every documented option without a description (should be none)."""
-    missing = []
+    missing = set()
     for _, cls in option_classes():
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            if not dataclasses.is_dataclass(hints[f.name]) and not field_description(cls, f.name):
-                klass = declaring_class(cls, f.name)
-                missing.append(f"{klass.__module__}.{klass.__qualname__}.{f.name}")
-    return sorted(set(missing))
+        for _, owner, f, _ in _fields(cls):
+            if not field_description(owner, f.name):
+                klass = declaring_class(owner, f.name)
+                missing.add(f"{klass.__module__}.{klass.__qualname__}.{f.name}")
+    return sorted(missing)
 
 
 def type_name(tp: Any) -> str:
@@ -158,14 +171,11 @@ def _cell(text: str) -> str:
 
 def options_table(cls: type, prefix: str) -> str:
     """A Markdown table of the fields of dataclass ``cls``: key, type, default, bounds, description."""
-    hints = typing.get_type_hints(cls, include_extras=True)
     rows = ["| key | type | default | bounds | description |", "|---|---|---|---|---|"]
-    for f in dataclasses.fields(cls):
-        if dataclasses.is_dataclass(typing.get_origin(hints[f.name]) or hints[f.name]):
-            continue  # a section: it has its own table
+    for key, owner, f, tp in _fields(cls):
         rows.append(
-            f"| `{prefix}{f.name}` | {type_name(hints[f.name])} | {default_text(f)} | {bounds(hints[f.name])} "
-            f"| {_cell(field_description(cls, f.name))} |"
+            f"| `{prefix}{key}` | {type_name(tp)} | {default_text(f)} | {bounds(tp)} "
+            f"| {_cell(field_description(owner, f.name))} |"
         )
     return "\n".join(rows) if len(rows) > 2 else "This takes no options."
 
