@@ -224,7 +224,7 @@ def suite_options_reference() -> str:
     for name in SUITES.names():
         suite = SUITES.get(name)
         needs = f" Needs a probcl run: {suite.needs_run}." if suite.needs_run else ""
-        parts += [f"### `{name}`: {suite.title}", "", f"{needs.strip()}", "", options_table(suite.options, ""), ""]
+        parts += [f"### `{name}`", "", f"{suite.title}.{needs}", "", options_table(suite.options, ""), ""]
     return "\n".join(parts)
 
 
