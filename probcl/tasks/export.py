@@ -17,7 +17,6 @@ The output folder (default ``RUN/export/``) holds
 from __future__ import annotations
 
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from probcl.runs.loading import load_run
 FORMATS = ("safetensors", "onnx", "pt")
 ONNX_FILE = "model.onnx"
 ONNX_INPUT, ONNX_OUTPUT = "images", "features"
-ONNX_OPSET = 17  # run by every maintained ONNX runtime
+ONNX_OPSET = 18  # the torch.export-based exporter's own opset; onnxruntime >= 1.14 runs it
 WEIGHTS_FILE = {"safetensors": "model.safetensors", "onnx": "model.safetensors", "pt": "model.pt"}
 FILE_SUFFIXES = {"safetensors": (".safetensors",), "onnx": (".onnx",), "pt": (".pt", ".pth", ".bin")}
 
@@ -141,8 +140,9 @@ def _write_weights(state: dict[str, torch.Tensor], path: Path, fmt: str) -> None
 def _require_onnx() -> None:
     try:
         import onnx  # noqa: F401 - checks the model after export
-    except ImportError:
-        raise ConfigError("--format onnx needs the onnx package: pip install 'probcl[onnx]'") from None
+        import onnxscript  # noqa: F401 - torch.onnx's exporter builds the graph with it
+    except ImportError as e:
+        raise ConfigError(f"--format onnx needs the {e.name} package: pip install 'probcl[onnx]'") from None
 
 
 def _write_onnx(model: SSLMethod, path: Path) -> None:
@@ -155,18 +155,18 @@ def _write_onnx(model: SSLMethod, path: Path) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         written = Path(scratch) / ONNX_FILE
         try:
-            with warnings.catch_warnings():  # torch announces the TorchScript exporter's deprecation on every call
-                warnings.simplefilter("ignore", DeprecationWarning)
-                torch.onnx.export(
-                    graph,
-                    (example,),
-                    written,
-                    dynamo=False,
-                    opset_version=ONNX_OPSET,
-                    input_names=[ONNX_INPUT],
-                    output_names=[ONNX_OUTPUT],
-                    dynamic_axes={ONNX_INPUT: {0: "batch"}, ONNX_OUTPUT: {0: "batch"}},
-                )
+            program = torch.onnx.export(  # the torch.export-based exporter (the TorchScript one is deprecated)
+                graph,
+                (example,),
+                dynamo=True,
+                opset_version=ONNX_OPSET,
+                input_names=[ONNX_INPUT],
+                output_names=[ONNX_OUTPUT],
+                dynamic_shapes=({0: torch.export.Dim("batch")},),
+                verbose=False,
+            )
+            assert program is not None  # dynamo=True always returns the program
+            program.save(str(written))
             onnx.checker.check_model(str(written))
         except Exception as e:  # noqa: BLE001 - any exporter failure means the same thing here
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

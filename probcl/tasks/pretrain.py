@@ -293,6 +293,7 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         )
     loggers: list[Logger] = [metrics_log, *extra_loggers(t.loggers, paths.root, resuming=ckpt_path is not None)]
     limit = t.limit_train_batches
+    batches = len(loader) if limit is None else int(limit) if limit > 1 else max(1, int(len(loader) * limit))
     trainer = _trainer(
         max_epochs=t.epochs,
         accelerator=t.accelerator,
@@ -307,7 +308,7 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],
         limit_train_batches=(int(limit) if limit is not None and limit > 1 else limit),
-        log_every_n_steps=max(1, min(10, len(loader))),
+        log_every_n_steps=max(1, min(10, batches)),  # no more than an epoch's batches: Lightning warns otherwise
         enable_progress_bar=t.progress_bar,
         enable_model_summary=False,
         num_sanity_val_steps=0,
