@@ -37,8 +37,8 @@ from probcl.config import Config, load_config
 from probcl.core.devices import resolve_device
 from probcl.core.io import atomic_write_json
 from probcl.core.presets import resolve_config_path
-from probcl.data.datasets import load_dataset
 from probcl.data.info import data_info_for
+from probcl.data.loaders import load_dataset
 from probcl.methods import METHODS
 
 ROOT = Path(__file__).resolve().parent.parent

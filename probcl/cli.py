@@ -20,6 +20,17 @@ def versions() -> str:
     return f"probcl {probcl.__version__} (torch {torch})"
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` ends every option's text with its default, unless the text says it already (``default: the
+    run's``), the option is a flag, or it has none (a repeatable option that starts empty)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default" in text or action.nargs == 0 or action.default in (None, [], argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     parser = argparse.ArgumentParser(
         prog="probcl", description="Probabilistic contrastive self-supervised learning: pretrain, evaluate, score."
@@ -28,7 +39,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     sub = parser.add_subparsers(dest="command", required=True)
     commands = {}
     for module in import_submodules(probcl.commands):
-        module.add_arguments(sub.add_parser(module.NAME, help=module.HELP, description=module.HELP))
+        parser_of = sub.add_parser(
+            module.NAME, help=module.HELP, description=module.HELP, formatter_class=DefaultsHelpFormatter
+        )
+        module.add_arguments(parser_of)
         commands[module.NAME] = module
     return parser, commands
 

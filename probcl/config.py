@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import yaml
 
 from probcl.core.backbone_names import FAMILIES, resolve_backbone
+from probcl.core.deprecation import warn_renamed
 from probcl.core.io import atomic_write_text
 from probcl.core.typed_config import (
     AtLeast,
@@ -25,6 +26,7 @@ from probcl.core.typed_config import (
     OneOf,
     Positive,
     Probability,
+    check_bounds,
     dotted,
     from_dict,
     parse_override_value,
@@ -39,6 +41,7 @@ __all__ = [
     "AtLeast",
     "AugmentConfig",
     "Bound",
+    "check_bounds",
     "Config",
     "ConfigError",
     "DataConfig",
@@ -60,12 +63,16 @@ __all__ = [
     "recipe",
     "recipe_changes",
     "save_config",
+    "Seed",
     "set_dotted",
     "to_plain",
     "TrainConfig",
     "VIEW_PRESETS",
     "ViewParams",
 ]
+
+
+OnUnreadable = Literal["skip", "error"]  # what to do with image files that cannot be read
 
 
 @dataclass
@@ -82,6 +89,12 @@ class DataConfig:
         None  # use only this many (seeded) training images, for quick runs
     )
     num_workers: Annotated[int, NonNegative] = 0  # loader processes (folder datasets decode images in them)
+    # every image converted to 1 (gray) or 3 (RGB) channels; auto: the dataset's own, and for a folder RGB when
+    # any of its images is colour, gray when all are gray (an alpha channel is dropped, not composited)
+    channels: Literal["auto", 1, 3] = "auto"
+    # image files that cannot be read: skip them (one line gives their count and RUN/unreadable.txt lists them:
+    # one damaged file among thousands should not cost a run) or error (stop before training, listing them all)
+    on_unreadable: OnUnreadable = "skip"
 
 
 @dataclass(frozen=True)
@@ -177,6 +190,7 @@ class OptimConfig:
 
 
 MAX_SEED = 2**32 - 1  # numpy's and Lightning's seed range
+Seed = Annotated[int, InRange(0, MAX_SEED)]  # a seed field of any options object
 LOGGERS = ("tensorboard", "wandb", "mlflow")  # valid train.loggers names
 
 
@@ -186,7 +200,7 @@ class TrainConfig:
 
     epochs: Annotated[int, AtLeast(1)] = 10  # passes over the training set
     batch_size: Annotated[int, AtLeast(2)] = 256  # training batch: images per optimiser step and process
-    seed: Annotated[int, InRange(0, MAX_SEED)] = 0  # seed of every random choice (data order, views, initialisation)
+    seed: Seed = 0  # seed of every random choice (data order, views, initialisation)
     accelerator: str = "auto"  # cpu | gpu | auto
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
@@ -245,7 +259,7 @@ NOT_THE_RECIPE: dict[str, tuple[str, ...]] = {
     # where a run lives, and the weights it started from (read at step 0 only, which a resumed run is past)
     "": ("run_dir", "init"),
     # where the images are and how they are read
-    "data": ("root", "num_workers", "download"),
+    "data": ("root", "num_workers", "download", "on_unreadable"),
     # how fast, how it is watched and how often it is saved; not what the run learns
     "train": (
         "precision",
@@ -304,7 +318,10 @@ FLAG_ALIASES = {"--download", "--sync-batchnorm"}  # take no value
 
 
 def parse_overrides(tokens: list[str]) -> dict:
-    """``--a.b value``, ``--a.b=value`` and the aliases above -> {dotted key: parsed value}."""
+    """``--a.b value``, ``--a.b=value`` and the aliases above -> {dotted key: parsed value}.
+
+    A config key is spelled as in YAML (``--train.batch_size``); its dashed spelling (``--train.batch-size``)
+    still works for one release and says the key's spelling once."""
     overrides, i = {}, 0
     while i < len(tokens):
         token = tokens[i]
@@ -316,6 +333,8 @@ def parse_overrides(tokens: list[str]) -> dict:
             i += 1
             continue
         dotted = ALIASES.get(key, key[2:].replace("-", "_"))
+        if key not in ALIASES and "-" in key[2:]:
+            warn_renamed(key, f"--{dotted}")
         if not value:
             if i + 1 >= len(tokens):
                 raise ConfigError(f"{key} needs a value")

@@ -35,8 +35,17 @@ from typing import Any, Literal
 
 from probcl.config import ALIASES, Bound, Config
 from probcl.tasks.benchmark_grid import BenchmarkConfig, BenchmarkEval
+from probcl.tasks.evaluate import EvaluateSettings
+from probcl.tasks.sample import SampleOptions
+from probcl.tasks.score import ScoreOptions
 
 SECTIONS = ("data", "augment", "model", "optim", "train")  # Config's dataclass sections, in reading order
+# (command, settings dataclass, where its fields come from): each sub-command's flags are read into one of these
+COMMAND_SETTINGS = (
+    ("probcl evaluate", EvaluateSettings, "`probcl evaluate`'s flags; `probcl.evaluate(...)`'s keyword arguments"),
+    ("probcl score", ScoreOptions, "`probcl score`'s flags (`--option ood.KEY=VALUE` sets `combination` and `k`)"),
+    ("probcl sample", SampleOptions, "`probcl sample`'s flags"),
+)
 
 
 @functools.cache
@@ -94,6 +103,8 @@ def option_classes() -> Iterator[tuple[str, type]]:
         yield f"--option {suite}.", SUITES.get(suite).options
     yield "benchmark", BenchmarkConfig
     yield "benchmark eval", BenchmarkEval
+    for _, cls, _ in COMMAND_SETTINGS:
+        yield cls.__name__, cls
 
 
 def _fields(cls: type, prefix: str = "") -> Iterator[tuple[str, type, dataclasses.Field, Any]]:
@@ -213,6 +224,16 @@ def config_reference() -> str:
         options_table(BenchmarkEval, "eval."),
         "",
     ]
+    parts += [
+        "## Command settings",
+        "",
+        "What `probcl evaluate`, `probcl score` and `probcl sample` read their flags into, one settings object each,"
+        " checked against these bounds before any work (an error names the flag; the flags and their spellings are"
+        " in the [CLI reference](cli.md)).",
+        "",
+    ]
+    for command, cls, source in COMMAND_SETTINGS:
+        parts += [f"### `{command}`: `{cls.__name__}`", "", f"{source}.", "", options_table(cls, ""), ""]
     return "\n".join(parts)
 
 

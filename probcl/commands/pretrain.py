@@ -19,10 +19,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Pretrain with a YAML config; any config key can be overridden as --section.key VALUE "
         "(e.g. --train.epochs 5 --method_args.temperature 0.2). "
         f"Short forms: {', '.join(ALIASES)}. `--print-config` prints every key with the value this command "
-        "would use (the method's own keys under method_args included). Presets: `probcl list presets`; a "
-        "./configs/<dataset>/<name>.yaml of your own is found by name before the packaged ones."
+        "would use (the method's own keys under method_args included). Presets ship inside the package "
+        "(probcl/presets/<dataset>/<name>.yaml, listed with a line each by `probcl list presets`); --config "
+        "<dataset>/<name> looks in ./configs/ first, so a ./configs/<dataset>/<name>.yaml of your own is found "
+        "before a packaged one of that name."
     )
-    p.add_argument("--config", help="YAML file or preset name (see `probcl list presets`)")
+    p.add_argument(
+        "--config",
+        help="YAML file or preset name (see `probcl list presets`; default: none, every key at its default "
+        "as --print-config shows)",
+    )
     p.add_argument(
         "--print-config",
         action="store_true",

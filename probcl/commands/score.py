@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from probcl.core.deprecation import RenamedFlag
 
 NAME = "score"
 HELP = "score every image of a dataset or folder: class, OOD scores, OOD flag and why (CSV or Parquet)"
-SKIPPED_SHOWN = 5
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run directory or .ckpt file")
     data = p.add_mutually_exclusive_group(required=True)
-    data.add_argument("--dataset", help="dataset to score: a registered name, folder:PATH or npz:PATH")
+    data.add_argument("--dataset", help="dataset to score: a registered name, folder:PATH or npz:PATH (required)")
     data.add_argument("--data", dest="dataset", action=RenamedFlag, new="--dataset", help=argparse.SUPPRESS)
     p.add_argument(
         "--out",
@@ -28,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--html",
         default=None,
         metavar="PATH",
-        help="also write a self-contained HTML contact sheet of the least and most typical images",
+        help="also write a self-contained HTML contact sheet of the least and most typical images (default: none)",
     )
     p.add_argument(
         "--score",
@@ -65,13 +63,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--max-train",
         type=int,
         default=None,
-        help="seeded subset of this many training images to fit the scores (and offline probe) on",
+        help="seeded subset of this many training images to fit the scores (and offline probe) on "
+        "(default: all of them)",
     )
     p.add_argument(
         "--max-calibration",
         type=int,
         default=None,
-        help="seeded subset of this many test images to calibrate tail probabilities and thresholds on",
+        help="seeded subset of this many test images to calibrate tail probabilities and thresholds on "
+        "(default: all of them)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the subsets, calibration halves and offline probe")
     p.add_argument(
@@ -93,12 +93,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
     p.add_argument(
+        "--on-unreadable",
+        default="skip",
+        choices=["skip", "error"],
+        help="image files that cannot be read: skip them (one line gives the count, OUT.unreadable.txt the list) "
+        "or stop before any work, listing them all (default: skip)",
+    )
+    p.add_argument(
         "--option",
         action="append",
         default=[],
         metavar="ood.KEY=VALUE",
-        help="the ood suite's options, spelled as for `probcl evaluate`: ood.combination=knn10,mahalanobis and "
-        "ood.knn_k=10 (one k) set --combination and --knn-k",
+        help="the ood suite's options, spelled as for `probcl evaluate` (repeatable): "
+        "ood.combination=knn10,mahalanobis and ood.knn_k=10 (one k) set --combination and --knn-k",
     )
 
 
@@ -132,7 +139,6 @@ def ood_options(items: list[str]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.core.progress import print_table
-    from probcl.eval.score_table import COMBINED, combination_weights
     from probcl.tasks.score import ScoreOptions, score_dataset
 
     ood = ood_options(args.option)
@@ -156,15 +162,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         data_root=args.data_root,
         num_workers=args.num_workers,
         cache=args.cache,
+        on_unreadable=args.on_unreadable,
     )
     summary = score_dataset(args.run, args.dataset, args.out, options, html=args.html)
-    # an image is flagged by score s when -log(p_s / w_s) exceeds the decision's threshold T: p_s < w_s exp(-T)
-    weights = combination_weights(summary.combination) if summary.score == COMBINED else {summary.score: 1.0}
-    threshold = math.exp(-summary.thresholds[summary.score])
     print_table(
         f"OOD decision: {summary.score} ({args.ood_threshold_tpr:.0%} of in-distribution images accepted)",
         ("score", "flag when its tail probability under the training data is below"),
-        [(name, f"{w * threshold:.3g}") for name, w in weights.items()],
+        [(name, f"{p:.3g}") for name, p in summary.tail_thresholds.items()],  # w_s exp(-T): what flags use
     )
     reused = "reused" if summary.cache.get("hit") else "fitted"
     print(
@@ -175,8 +179,4 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         print("flagged by: " + ", ".join(f"{name} {count}" for name, count in summary.flagged_by.items()))
     if summary.html is not None:
         print(f"contact sheet -> {summary.html}")
-    if summary.skipped:
-        shown = ", ".join(summary.skipped[:SKIPPED_SHOWN])
-        more = f" and {len(summary.skipped) - SKIPPED_SHOWN} more" if len(summary.skipped) > SKIPPED_SHOWN else ""
-        print(f"skipped {len(summary.skipped)} unreadable file(s): {shown}{more}")
     return 0

@@ -9,6 +9,7 @@ catalog equals the imported registries.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -19,21 +20,29 @@ def registered_calls(registry: str, package: str) -> dict[str, dict[str, object]
     ``probcl/<package>/*.py`` (keywords whose value is not a literal are left out)."""
     calls: dict[str, dict[str, object]] = {}
     for path in sorted((PACKAGE_ROOT / package).glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "register"
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == registry
-                and node.args
-                and isinstance(node.args[0], ast.Constant)
-                and isinstance(node.args[0].value, str)
-            ):
-                calls[node.args[0].value] = {
-                    kw.arg: kw.value.value for kw in node.keywords if kw.arg and isinstance(kw.value, ast.Constant)
-                }
+        calls.update({name: dict(kw) for name, kw in _calls_in(path, path.stat().st_mtime_ns, registry).items()})
     return dict(sorted(calls.items()))
+
+
+@functools.cache
+def _calls_in(path: Path, mtime_ns: int, registry: str) -> dict[str, dict[str, object]]:
+    """The register calls of one file, parsed once per version of it (a report asks for suite titles per table)."""
+    calls: dict[str, dict[str, object]] = {}
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "register"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == registry
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            calls[node.args[0].value] = {
+                kw.arg: kw.value.value for kw in node.keywords if kw.arg and isinstance(kw.value, ast.Constant)
+            }
+    return calls
 
 
 def registered_names(registry: str, package: str) -> list[str]:
@@ -47,7 +56,7 @@ def method_names() -> list[str]:
 
 
 def dataset_names() -> list[str]:
-    """Dataset registry names (``probcl.data.datasets.DATASETS``; :mod:`probcl.data.specs` has the other forms)."""
+    """Dataset registry names (``probcl.data.builtin.DATASETS``; :mod:`probcl.data.specs` has the other forms)."""
     return registered_names("DATASETS", "data")
 
 

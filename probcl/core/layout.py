@@ -58,6 +58,11 @@ class RunPaths:
     def plots(self) -> Path:
         return self.root / "plots"
 
+    @property
+    def unreadable(self) -> Path:
+        """The image files of the run's data that the last command on it skipped, one ``path<TAB>reason`` a line."""
+        return self.root / "unreadable.txt"
+
 
 def exported_weights(path: Path) -> Path | None:
     """The weights file ``path`` names: a `probcl export` folder's (the folder or its ``config.json``), or

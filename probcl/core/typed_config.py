@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -109,13 +109,19 @@ def dotted(tree: dict, prefix: str = "") -> dict:
     return out
 
 
+def _check_annotations(tp: Any, key: str, value: Any) -> None:
+    """The bounds of an ``Annotated`` type (none for other types), checked on ``value``."""
+    if typing.get_origin(tp) is Annotated:
+        for bound in (a for a in typing.get_args(tp)[1:] if isinstance(a, (Bound, OneOf))):
+            bound.check(key, value)
+
+
 def _convert(value: Any, tp: Any, key: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is Annotated:
         converted = _convert(value, args[0], key)
-        for bound in (a for a in args[1:] if isinstance(a, (Bound, OneOf))):
-            bound.check(key, converted)
+        _check_annotations(tp, key, converted)
         return converted
     if tp is Any:
         return value
@@ -183,8 +189,11 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
     return value
 
 
-def from_dict(cls: type, data: dict | None, prefix: str = "") -> Any:
-    """Build dataclass ``cls`` from ``data``, rejecting unknown keys and ill-typed values."""
+def from_dict(cls: type, data: dict | None, prefix: str = "", names: Mapping[str, str] | None = None) -> Any:
+    """Build dataclass ``cls`` from ``data``, rejecting unknown keys and ill-typed values.
+
+    Messages name a field ``prefix.field``, or ``names[field]`` where given (a command's flag: ``--num``).
+    """
     data = {} if data is None else data
     if not isinstance(data, dict):
         raise ConfigError(f"{prefix or 'config'} must be a mapping, got {data!r}")
@@ -205,8 +214,17 @@ def from_dict(cls: type, data: dict | None, prefix: str = "") -> Any:
     if missing:
         where = f"{prefix}." if prefix else ""
         raise ConfigError(f"missing config key(s) {', '.join(where + k for k in missing)}; give a value for each")
-    kwargs = {k: _convert(v, hints[k], f"{prefix}.{k}" if prefix else k) for k, v in data.items()}
+    names = names or {}
+    kwargs = {k: _convert(v, hints[k], names.get(k) or (f"{prefix}.{k}" if prefix else k)) for k, v in data.items()}
     return cls(**kwargs)
+
+
+def check_bounds(obj: Any) -> None:
+    """Check the bounds declared on the fields of dataclass instance ``obj`` (as :func:`from_dict` does), for an
+    object built in code from values no :func:`from_dict` has seen; ConfigError naming the field otherwise."""
+    hints = typing.get_type_hints(type(obj), include_extras=True)
+    for f in dataclasses.fields(obj):
+        _check_annotations(hints[f.name], f.name, getattr(obj, f.name))
 
 
 def set_dotted(tree: dict, dotted: str, value: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from probcl.config import Config
-from probcl.data.datasets import ImageSource, random_subset
+from probcl.data.sources import ImageSource, random_subset
 
 STAT_SAMPLES = 10000  # images used to estimate the per-channel mean/std
 

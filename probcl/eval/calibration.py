@@ -14,7 +14,7 @@ from typing import Annotated
 import torch
 import torch.nn.functional as F
 
-from probcl.config import AtLeast, InRange
+from probcl.config import AtLeast, InRange, Seed
 from probcl.core.calibration_bins import calibration_errors
 from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
@@ -81,7 +81,7 @@ class CalibrationOptions:
     bins: Annotated[int, AtLeast(1)] = N_BINS  # M equal-width confidence bins
     temperature_scaling: bool = True  # also report before/after temperature scaling
     holdout: Annotated[float, InRange(0, 1, low_open=True, high_open=True)] = 0.5  # share of the test set fitting T
-    seed: int = 0  # seed of the held-out share that fits the temperature
+    seed: Seed = 0  # seed of the held-out share that fits the temperature
 
 
 @SUITES.register("calibration", options=CalibrationOptions, title="Calibration")

@@ -8,7 +8,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from probcl.core.progress import progress
-from probcl.data.datasets import ImageSource
+from probcl.data.sources import ImageSource
 from probcl.errors import DatasetError
 
 

@@ -28,12 +28,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import torch
 import torch.nn.functional as F
 
-from probcl.data.datasets import ImageSource
+from probcl.config import AtLeast, InRange, Seed, check_bounds
+from probcl.data.sources import ImageSource
 from probcl.errors import ConfigError
 from probcl.eval.features import concat_batches
 from probcl.eval.ood_scores import Gaussian, TailCombiner, fit_gaussian, input_statistics
@@ -61,16 +62,13 @@ ENERGY_REFERENCE_SIZE = 4096  # training images whose projections define the ima
 class ReferenceOptions:
     """What :func:`fit_reference` fits and how it calibrates."""
 
-    k: int = 10  # neighbours of the kNN distances in the combination (TaU paper: 10)
-    tpr: float = 0.95  # share of ID images every threshold accepts
+    k: Annotated[int, AtLeast(1)] = 10  # neighbours of the kNN distances in the combination (TaU paper: 10)
+    tpr: Annotated[float, InRange(0, 1, low_open=True)] = 0.95  # share of ID images every threshold accepts
     combination: Sequence[str] | None = None  # scores of the combined score (None: the default combination)
-    seed: int = 0  # seed of the calibration halves and of the energy reference subset
+    seed: Seed = 0  # seed of the calibration halves and of the energy reference subset
 
     def __post_init__(self) -> None:
-        if self.k < 1:
-            raise ConfigError(f"k must be >= 1, got {self.k}")
-        if not 0 < self.tpr <= 1:
-            raise ConfigError(f"the OOD threshold's TPR must be in (0, 1], got {self.tpr}")
+        check_bounds(self)  # built in code from other options (the ood suite's, `probcl score`'s)
 
 
 @dataclass
@@ -140,18 +138,31 @@ class IdReference:
         score (w = 1 for a single score)."""
         combiner = self._calibrated()
         tails = combiner.tail_probabilities(scores, self.score_names)
-        weights = combination_weights(self.combination) if score == COMBINED else {score: 1.0}
-        neg_log = combiner.weighted_surprise(tails, weights)
+        neg_log = combiner.weighted_surprise(tails, self.weights(score))
         return {
             **{f"p:{n}": t for n, t in tails.items()},  # float64: extrapolated tails go far below float32's range
             "ood_score": torch.stack(list(neg_log.values())).max(0).values,
             **{f"neglogp:{n}": v for n, v in neg_log.items()},
         }
 
+    def weights(self, score: str = COMBINED) -> dict[str, float]:
+        """The deciding scores of ``score`` and their weights w_s: the combination's Bonferroni weights, or
+        ``{score: 1}`` for a single score; in the combination's order."""
+        if score != COMBINED:
+            return {score: 1.0}
+        weights = combination_weights(self.combination)
+        return {name: weights[name] for name in self.combination}
+
+    def tail_thresholds(self, score: str = COMBINED) -> dict[str, float]:
+        """The tail probability each deciding score of ``score`` is compared with: an image is flagged by s
+        when -log(p_s / w_s) > T, i.e. p_s < w_s exp(-T), T the decision's threshold (0 when T is infinite)."""
+        threshold = self.thresholds[score]
+        return {name: w * math.exp(-threshold) for name, w in self.weights(score).items()}
+
     def flags(self, decision: dict[str, torch.Tensor], score: str = COMBINED) -> tuple[torch.Tensor, list[str]]:
         """(flag per image, and ``;``-joined names of the deciding scores whose -log p crossed the threshold)."""
         threshold = self.thresholds[score]
-        deciders = self.combination if score == COMBINED else [score]
+        deciders = list(self.weights(score))
         crossed = torch.stack([decision[f"neglogp:{n}"] > threshold for n in deciders], dim=1)
         return crossed.any(1), [";".join(n for n, c in zip(deciders, row) if c) for row in crossed.tolist()]
 

@@ -16,9 +16,9 @@ from typing import Annotated
 import numpy as np
 import torch
 
-from probcl.config import AtLeast, InRange
-from probcl.data.datasets import ImageSource, TensorImages
+from probcl.config import AtLeast, InRange, Seed
 from probcl.data.ood_sets import GENERATED, generated_set
+from probcl.data.sources import ImageSource, TensorImages
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.id_reference import ReferenceOptions, fit_reference
@@ -167,7 +167,7 @@ class OodOptions:
     mc_passes: Annotated[int, AtLeast(1)] = 20  # MC-dropout forward passes
     dropout: Annotated[float, InRange(0, 1, high_open=True)] = 0.2  # MC-dropout rate on the probe's input
     runs: list[str] | None = None  # other runs of the same method: deep-ensemble MSP
-    seed: int = 0  # seed of the image subsets, MC dropout and generated sets
+    seed: Seed = 0  # seed of the image subsets, MC dropout and generated sets
     histogram_bins: Annotated[int, AtLeast(1)] = 40  # bins of the score histograms (figure)
     combination: list[str] | None = None  # scores of the ID-fitted combined score (default: see id_reference)
 
@@ -205,13 +205,28 @@ def _probe_probs(member: ModelOnData, id_idx: torch.Tensor, sets: dict) -> dict[
     return {name: probe.logits(f).softmax(1) for name, f in feats.items()}
 
 
-@SUITES.register("ood", options=OodOptions, title="Out-of-distribution detection")
+def ood_summary(result: dict) -> dict[str, float]:
+    """The console's view of an ``ood`` result: per OOD set, the combined score's AUROC and FPR95 and the best
+    single score's AUROC (named); the other scores and metrics stay in eval.json and the report."""
+    rows: dict[str, float] = {}
+    for name, scores in result["sets"].items():
+        if COMBINED in scores:
+            rows[f"{name}: {COMBINED} auroc"] = scores[COMBINED]["auroc"]
+            rows[f"{name}: {COMBINED} fpr95"] = scores[COMBINED]["fpr95"]
+        single = {score: metrics["auroc"] for score, metrics in scores.items() if score != COMBINED}
+        if single:
+            best = max(single, key=single.__getitem__)
+            rows[f"{name}: best single ({best}) auroc"] = single[best]
+    return rows
+
+
+@SUITES.register("ood", options=OodOptions, title="Out-of-distribution detection", summary=ood_summary)
 def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
     """AUROC, AUPR-in/out and FPR95 of every outlier score (probe MSP, energy, MC-dropout, a deep ensemble
     over ``runs``, and the ID-fitted scores of :mod:`probcl.eval.id_reference`: kNN distances, feature norm,
     Mahalanobis, input statistics, the method's own, their combination) against each OOD set."""
     o = options
-    id_data, id_idx = id_test_images(ctx, o.max_images, o.seed)
+    id_data, id_idx = id_test_images(ctx, "ood", o.max_images, o.seed)
     sets, skipped = ood_sets(ctx, o.datasets, id_data, o.max_images, o.seed)
     _, probe = ctx.linear_probe()
     reference, id_out = fit_reference(

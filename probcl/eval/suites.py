@@ -25,6 +25,7 @@ from probcl.eval.context import ModelOnData
 from probcl.eval.knn import plain_knn_predict, topk_accuracy, weighted_knn_scores
 
 SuiteFn = Callable[[ModelOnData, Any], dict]
+Summary = Callable[[dict], dict[str, float]]  # a result -> the few numbers printed on the console
 # retired option names (glossary: the kNN neighbour count is knn_k everywhere), accepted for one release
 RENAMED_OPTIONS = {"knn": {"k": "knn_k"}}
 
@@ -36,14 +37,16 @@ class NoOptions:
 
 @dataclass(frozen=True)
 class Suite:
-    """A registered suite: its function, options dataclass, report title, and why it needs a probcl run
-    (None: embeddings suffice, so it also evaluates foreign encoders)."""
+    """A registered suite: its function, options dataclass, report title, why it needs a probcl run
+    (None: embeddings suffice, so it also evaluates foreign encoders), and its console summary (None: every
+    number of the result is printed; eval.json and the report always hold them all)."""
 
     name: str
     run: SuiteFn
     options: type
     title: str
     needs_run: str | None = None
+    summary: Summary | None = None
 
     def parse_options(self, raw: dict[str, Any] | None = None) -> Any:
         """The validated options object; ConfigError naming ``suite.key`` and the valid keys otherwise."""
@@ -67,10 +70,15 @@ class SuiteRegistry:
         self._suites: Registry[Suite] = Registry("evaluation suite")
 
     def register(
-        self, name: str, options: type = NoOptions, title: str | None = None, needs_run: str | None = None
+        self,
+        name: str,
+        options: type = NoOptions,
+        title: str | None = None,
+        needs_run: str | None = None,
+        summary: Summary | None = None,
     ) -> Callable[[SuiteFn], SuiteFn]:
         def decorator(fn: SuiteFn) -> SuiteFn:
-            self._suites.register(name)(Suite(name, fn, options, title or name, needs_run))
+            self._suites.register(name)(Suite(name, fn, options, title or name, needs_run, summary))
             return fn
 
         return decorator

@@ -24,12 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from probcl import methods as method_package
 from probcl.config import Config, from_dict
 from probcl.core.distributed import world_size
 from probcl.core.registry import Registry
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
 from probcl.data.info import DataInfo
 from probcl.errors import TrainingDivergedError
+from probcl.methods.capabilities import missing_capability
 from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.models.backbones import build_backbone, memory_format_for
 from probcl.models.ema import ema_update_
@@ -153,6 +155,21 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.embed_batch(images)
+
+    def __getattr__(self, name: str) -> Any:
+        """nn.Module's look-up of parameters, buffers and sub-modules; a capability the method does not declare
+        (``uncertainty`` on SimCLR) is one :class:`~probcl.methods.capabilities.MissingCapability` naming the
+        registered methods that declare it."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            registry = method_package.METHODS  # every method module, imported on first use
+            methods = {method: registry.get(method) for method in registry}
+            own = next((method for method, cls in methods.items() if cls is type(self)), type(self).__name__)
+            missing = missing_capability(own, name, methods)
+            if missing is None:
+                raise
+            raise missing from None
 
     # ----------------------------------------------------------------- training
     def training_views(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from probcl.config import Config, ModelConfig
@@ -25,6 +26,46 @@ def make_activation(act: str) -> nn.Module:
 
 def norm_layer_2d(norm: str) -> Callable[[int], nn.Module]:
     return nn.BatchNorm2d if norm == "bn" else (lambda channels: nn.Identity())
+
+
+def pooling_bins(size: int, out: int) -> list[tuple[int, int]]:
+    """The [start, end) input rows averaged into each of ``out`` output rows by adaptive average pooling:
+    start = floor(i * size / out), end = ceil((i + 1) * size / out), as ``F.adaptive_avg_pool2d`` takes them."""
+    return [((i * size) // out, -(-(i + 1) * size // out)) for i in range(out)]
+
+
+def _window(bins: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """(kernel, stride) of a sliding window that gives exactly ``bins``, or None when their sizes or steps differ."""
+    sizes = {end - start for start, end in bins}
+    steps = {b[0] - a[0] for a, b in zip(bins, bins[1:])} or {bins[0][1]}
+    return (sizes.pop(), steps.pop()) if len(sizes) == len(steps) == 1 else None
+
+
+class GridAvgPool2d(nn.Module):
+    """Average pooling to an ``out`` x ``out`` grid: the numbers of ``nn.AdaptiveAvgPool2d(out)`` (up to float
+    rounding), computed with ops every ONNX runtime has.
+
+    ONNX has no adaptive pooling: torch's exporter handles only output sizes that divide the input (28 px inputs
+    give a 7x7 map, pooled to 2x2). Where the bins share one size and step (7 -> 2: rows 0-3 and 3-6) this is
+    one ``avg_pool2d`` (ONNX AveragePool); otherwise each grid cell is the mean of its slice. The tests compare it
+    with ``F.adaptive_avg_pool2d`` on the presets' feature-map sizes."""
+
+    def __init__(self, out: int) -> None:
+        super().__init__()
+        self.out = out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.out == 1:  # global pooling (ONNX ReduceMean)
+            return x.mean((-2, -1), keepdim=True)
+        rows, cols = pooling_bins(int(x.shape[-2]), self.out), pooling_bins(int(x.shape[-1]), self.out)
+        row_window, col_window = _window(rows), _window(cols)
+        if row_window and col_window:
+            return F.avg_pool2d(x, (row_window[0], col_window[0]), (row_window[1], col_window[1]))
+        cells = [torch.stack([x[..., a:b, c:d].mean((-2, -1)) for c, d in cols], -1) for a, b in rows]
+        return torch.stack(cells, -2)
+
+    def extra_repr(self) -> str:
+        return f"out={self.out}"
 
 
 class SmallCNN(nn.Module):
@@ -49,7 +90,7 @@ class SmallCNN(nn.Module):
             ]
             c_in = c_out
         self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(pool)
+        self.pool = GridAvgPool2d(pool)
         self.out_dim = c_in * pool * pool
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

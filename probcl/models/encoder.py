@@ -26,8 +26,9 @@ from probcl.config import Config, DataConfig, ModelConfig, from_dict
 from probcl.core.backbone_names import backbone_choices, resolve_backbone
 from probcl.core.layout import WEIGHT_SUFFIXES
 from probcl.data.augment import Normalizer
-from probcl.data.datasets import load_dataset
 from probcl.data.info import DataInfo, data_info_for
+from probcl.data.loaders import load_dataset
+from probcl.data.unreadable import UnreadableFiles
 from probcl.errors import ConfigError
 from probcl.models.backbones import build_backbone, timm_classifier
 from probcl.models.inference import Inference
@@ -91,7 +92,8 @@ def preprocessing(
 ) -> DataInfo:
     """The inputs an encoder gets on ``dataset``: the given values, the rest from the dataset (its channels,
     native size, classes, and the per-channel mean/std of its training images, as probcl's runs use)."""
-    train = load_dataset(dataset, "train", data_root, False, image_size, channels)
+    # statistics of the readable images; the evaluation applies the unreadable-file policy and reports them
+    train = load_dataset(dataset, "train", data_root, False, image_size, channels, unreadable=UnreadableFiles("skip"))
     stats = data_info_for(Config(data=DataConfig(dataset=dataset)), train)
     mean, std = list(mean or stats.mean), list(std or stats.std)
     if len(mean) != stats.channels or len(std) != stats.channels:

@@ -23,7 +23,7 @@ def load(path: str | Path, checkpoint: str = "last", device: str | None = "auto"
     features), ``project(images)`` (projection-head output) and, where the method has one,
     ``uncertainty(images)`` (higher = more uncertain); or a `probcl export` folder, its ``config.json``
     or its ``model.safetensors``: the backbone with its recorded preprocessing, with ``embed(images)``.
-    ``images``: uint8 or [0, 1] float tensors, PIL images, image files, or lists of them; every call
+    ``images``: uint8 or [0, 1] float tensors or NumPy arrays, PIL images, image files, or lists of them; every call
     runs without autograd, ``batch_size`` images at a time (:mod:`probcl.models.inference`).
     """
     path = Path(path)

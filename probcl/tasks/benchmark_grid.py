@@ -11,11 +11,11 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 
-from probcl.config import Config, ConfigError, from_dict
+from probcl.config import AtLeast, Config, ConfigError, from_dict
 from probcl.report.claims import parse_claims
 from probcl.report.controls import Control, check_controls
 
@@ -38,8 +38,8 @@ class BenchmarkEval:
     """How every cell is evaluated."""
 
     device: str = "auto"  # auto (CUDA when present), cpu, cuda, ...
-    batch_size: int = 512  # inference batch: images per forward pass
-    max_train: int | None = None  # seeded subset of training images for probes and kNN
+    batch_size: Annotated[int, AtLeast(1)] = 512  # inference batch: images per forward pass
+    max_train: Annotated[int | None, AtLeast(1)] = None  # seeded subset of training images for probes and kNN
     data_root: str | None = None  # data root (default: each cell's data.root, $PROBCL_DATA)
 
 

@@ -16,7 +16,12 @@ The output folder (default ``RUN/export/``) holds
 
 from __future__ import annotations
 
+import os
+import sys
 import tempfile
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +41,7 @@ from probcl.runs.loading import load_run
 FORMATS = ("safetensors", "onnx", "pt")
 ONNX_FILE = "model.onnx"
 ONNX_INPUT, ONNX_OUTPUT = "images", "features"
-ONNX_OPSET = 18  # the torch.export-based exporter's own opset; onnxruntime >= 1.14 runs it
+ONNX_OPSET = 17  # run by every maintained ONNX runtime
 WEIGHTS_FILE = {"safetensors": "model.safetensors", "onnx": "model.safetensors", "pt": "model.pt"}
 FILE_SUFFIXES = {"safetensors": (".safetensors",), "onnx": (".onnx",), "pt": (".pt", ".pth", ".bin")}
 
@@ -59,28 +64,35 @@ def export_backbone(run: str | Path, out: str | Path | None = None, fmt: str = "
         raise ConfigError(f"unknown export format {fmt!r}; valid: {', '.join(FORMATS)}")
     if fmt == "onnx":
         _require_onnx()
-    model = load_run(run, device="cpu")
     target = _target(Path(run), out, fmt)
+    return export_model(load_run(run, device="cpu"), target, fmt)
+
+
+def export_model(model: SSLMethod, target: Path, fmt: str) -> Path:
+    """Write ``model``'s backbone as ``fmt`` into the folder ``target`` (or the one file it names, with its
+    FILE.json); returns the file of that format. Every file is written before the config.json that names it,
+    each atomically, and an earlier export's other files are removed after it: at every moment config.json
+    names only files that exist, and a failed export (one RunError) leaves the folder as it was."""
     state = {k: v.detach().contiguous().clone() for k, v in model.backbone.state_dict().items()}
     if target.suffix:  # one file and its FILE.json
-        files = {"onnx" if fmt == "onnx" else "weights": target.name}
         if fmt == "onnx":
             _write_onnx(model, target)
         else:
             _write_weights(state, target, fmt)
-        atomic_write_json(config_file(target), export_config(model, files))
+        atomic_write_json(
+            config_file(target), export_config(model, {"onnx" if fmt == "onnx" else "weights": target.name})
+        )
         return target
     weights = target / WEIGHTS_FILE[fmt]
     files = {"weights": weights.name, **({"onnx": ONNX_FILE} if fmt == "onnx" else {})}
+    if fmt == "onnx":  # first: the one step that can fail on a sound model
+        _write_onnx(model, target / ONNX_FILE)
+    _write_weights(state, weights, fmt)
+    atomic_write_json(target / EXPORT_CONFIG, export_config(model, files))
     for stale in (*EXPORT_WEIGHTS, ONNX_FILE):  # an earlier export's other files would not match these weights
         if stale not in files.values():
             (target / stale).unlink(missing_ok=True)
-    _write_weights(state, weights, fmt)
-    atomic_write_json(target / EXPORT_CONFIG, export_config(model, files))
-    if fmt == "onnx":
-        _write_onnx(model, target / ONNX_FILE)
-        return target / ONNX_FILE
-    return weights
+    return target / files["onnx" if fmt == "onnx" else "weights"]
 
 
 def config_file(path: Path) -> Path:
@@ -140,13 +152,13 @@ def _write_weights(state: dict[str, torch.Tensor], path: Path, fmt: str) -> None
 def _require_onnx() -> None:
     try:
         import onnx  # noqa: F401 - checks the model after export
-        import onnxscript  # noqa: F401 - torch.onnx's exporter builds the graph with it
-    except ImportError as e:
-        raise ConfigError(f"--format onnx needs the {e.name} package: pip install 'probcl[onnx]'") from None
+    except ImportError:
+        raise ConfigError("--format onnx needs the onnx package: pip install 'probcl[onnx]'") from None
 
 
 def _write_onnx(model: SSLMethod, path: Path) -> None:
-    """The normalisation and backbone as an ONNX graph with a dynamic batch axis, checked by onnx."""
+    """The normalisation and backbone as an ONNX graph with a dynamic batch axis, checked by onnx. A failure is
+    one RunError: what the exporter prints on the way (its whole TorchScript graph) is captured and dropped."""
     import onnx
 
     info = model.data_info
@@ -155,18 +167,18 @@ def _write_onnx(model: SSLMethod, path: Path) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         written = Path(scratch) / ONNX_FILE
         try:
-            program = torch.onnx.export(  # the torch.export-based exporter (the TorchScript one is deprecated)
-                graph,
-                (example,),
-                dynamo=True,
-                opset_version=ONNX_OPSET,
-                input_names=[ONNX_INPUT],
-                output_names=[ONNX_OUTPUT],
-                dynamic_shapes=({0: torch.export.Dim("batch")},),
-                verbose=False,
-            )
-            assert program is not None  # dynamo=True always returns the program
-            program.save(str(written))
+            with _captured_output(Path(scratch) / "exporter.log"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
+                torch.onnx.export(
+                    graph,
+                    (example,),
+                    written,
+                    dynamo=False,
+                    opset_version=ONNX_OPSET,
+                    input_names=[ONNX_INPUT],
+                    output_names=[ONNX_OUTPUT],
+                    dynamic_axes={ONNX_INPUT: {0: "batch"}, ONNX_OUTPUT: {0: "batch"}},
+                )
             onnx.checker.check_model(str(written))
         except Exception as e:  # noqa: BLE001 - any exporter failure means the same thing here
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -176,3 +188,22 @@ def _write_onnx(model: SSLMethod, path: Path) -> None:
             ) from None
         graph_bytes = written.read_bytes()
     atomic_write(path, lambda fh: fh.write(graph_bytes))
+
+
+@contextmanager
+def _captured_output(log: Path) -> Iterator[None]:
+    """Standard output and error, at the file-descriptor level (C++ writes there too), into ``log``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    try:
+        with log.open("wb") as sink:
+            for fd in saved:
+                os.dup2(sink.fileno(), fd)
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)

@@ -209,20 +209,33 @@ CASES = {
     "evaluate unknown device": (["evaluate", "{run}", "--device", "tpu7"], r"unknown device 'tpu7'; use auto, cpu"),
     "evaluate absent gpu": (["evaluate", "{run}", "--device", "cuda:999"], r"device 'cuda:999'.* CUDA GPU"),
     "evaluate negative seed": (["evaluate", "{run}", "--seed", "-2"], r"--seed must be in \[0, 4294967295\]"),
+    "evaluate zero batch": (
+        ["evaluate", "{run}", "--inference-batch-size", "0"],
+        r"--inference-batch-size must be >= 1, got 0",
+    ),
+    "evaluate zero max-train": (["evaluate", "{run}", "--max-train", "0"], r"--max-train must be >= 1, got 0"),
     # --- score, sample, export, benchmark, list
-    "score missing run": (["score", "{tmp}/nowhere", "--data", "digits"], r"run directory .* does not exist"),
-    "score unknown data": (["score", "{run}", "--data", "nope", "--out", "{tmp}/s.csv"], r"unknown dataset 'nope'"),
+    "score missing run": (["score", "{tmp}/nowhere", "--dataset", "digits"], r"run directory .* does not exist"),
+    "score unknown data": (["score", "{run}", "--dataset", "nope", "--out", "{tmp}/s.csv"], r"unknown dataset 'nope'"),
     "score folder of text": (
-        ["score", "{run}", "--data", "folder:{data}/only-text", "--out", "{tmp}/s.csv"],
+        ["score", "{run}", "--dataset", "folder:{data}/only-text", "--out", "{tmp}/s.csv"],
         r"no images",
     ),
     "score absent gpu": (
-        ["score", "{run}", "--data", "digits", "--device", "cuda:999", "--out", "{tmp}/s.csv"],
+        ["score", "{run}", "--dataset", "digits", "--device", "cuda:999", "--out", "{tmp}/s.csv"],
         r"device 'cuda:999'.* CUDA GPU",
     ),
-    "score bad out type": (["score", "{run}", "--data", "digits", "--out", "{tmp}/s.xlsx"], r"\.csv or \.parquet"),
-    "sample unknown data": (["sample", "{run}", "--data", "nope", "--out", "{tmp}/s.png"], r"unknown dataset 'nope'"),
+    "score bad out type": (["score", "{run}", "--dataset", "digits", "--out", "{tmp}/s.xlsx"], r"\.csv or \.parquet"),
+    "sample unknown data": (
+        ["sample", "{run}", "--dataset", "nope", "--out", "{tmp}/s.png"],
+        r"unknown dataset 'nope'",
+    ),
     "sample missing run": (["sample", "{tmp}/nowhere"], r"does not exist"),
+    "sample zero samples": (["sample", "{run}", "--num", "0"], r"--num must be >= 1, got 0"),
+    "sample negative steps": (["sample", "{run}", "--steps", "-1"], r"--steps must be >= 0, got -1"),
+    "sample zero reference": (["sample", "{run}", "--reference", "0"], r"--reference must be >= 1, got 0"),
+    "sample negative step size": (["sample", "{run}", "--step-size", "-0.1"], r"--step-size must be >= 0, got -0\.1"),
+    "sample negative seed": (["sample", "{run}", "--seed", "-1"], r"--seed must be in \[0, 4294967295\], got -1"),
     "export missing run": (["export", "{tmp}/nowhere"], r"run directory .* does not exist"),
     "export corrupt ckpt": (
         ["export", "{data}/corrupt.ckpt", "--out", "{tmp}/w.safetensors"],
@@ -333,7 +346,7 @@ def test_unreadable_json_path_is_a_run_error(tmp_path):
 
 def test_unusual_images_are_decoded_correctly(tmp_path):
     """Not errors: RGBA, 16-bit and mixed-size images decode to the expected uint8 pixels."""
-    from probcl.data.datasets import decode_image
+    from probcl.data.decoding import decode_image
 
     rgba = np.zeros((4, 4, 4), dtype=np.uint8)
     rgba[..., 0], rgba[..., 3] = 200, 255

@@ -37,7 +37,7 @@ def test_help_and_list_import_no_heavy_module():
 
 
 def test_catalog_equals_the_registries():
-    from probcl.data.datasets import dataset_names
+    from probcl.data.builtin import dataset_names
     from probcl.data.specs import SPEC_FORMS
     from probcl.eval import SUITES
     from probcl.methods import METHODS

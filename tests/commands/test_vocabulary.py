@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from probcl.cli import build_parser
+from probcl.config import parse_overrides
 from probcl.eval import SUITES
 
 RETIRED_FLAGS = [  # (command line: the retired flag is argv[2], the new flag named, the parsed attribute and its value)
@@ -48,3 +49,20 @@ def test_training_and_inference_batches_have_different_flags(capsys):
         name: parser._subparsers._group_actions[0].choices[name].format_help() for name in ("evaluate", "score")
     }
     assert all("--inference-batch-size" in text and "--batch-size" not in text for text in help_texts.values())
+
+
+def test_a_config_key_is_spelled_as_in_yaml_and_its_dashed_spelling_still_works(capsys):
+    assert parse_overrides(["--train.batch-size", "8", "--model.cifar-stem=false"]) == {
+        "train.batch_size": 8,
+        "model.cifar_stem": False,
+    }
+    assert capsys.readouterr().err.splitlines() == [
+        "probcl: deprecated: --train.batch-size is now --train.batch_size; --train.batch-size stops working in "
+        "probcl 0.3",
+        "probcl: deprecated: --model.cifar-stem is now --model.cifar_stem; --model.cifar-stem stops working in "
+        "probcl 0.3",
+    ]
+    # the documented spellings, and pretrain's short forms (dashed flags, not config keys), are silent
+    tokens = ["--train.batch_size", "8", "--model.cifar_stem=false", "--batch-size", "8", "--train-subset", "50"]
+    assert parse_overrides(tokens) == {"train.batch_size": 8, "model.cifar_stem": False, "data.train_subset": 50}
+    assert capsys.readouterr().err == ""

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from probcl.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 
 NAMES = CORRUPTIONS.names()
 

@@ -8,7 +8,11 @@ import pytest
 import torch
 from PIL import Image
 
-from probcl.data.datasets import CorruptImageError, DatasetError, labeled_subset, load_dataset, read_idx
+from probcl.data.builtin import read_idx
+from probcl.data.loaders import load_dataset
+from probcl.data.sources import labeled_subset
+from probcl.data.unreadable import UnreadableFiles
+from probcl.errors import DatasetError
 
 
 def write_idx(path, array: np.ndarray) -> None:
@@ -95,10 +99,11 @@ def test_folder_with_classes_flat_and_corrupt(tmp_path):
     flat = load_dataset(f"folder:{tmp_path / 'flat'}", "all", image_size=8)
     assert flat.labels() is None and flat.channels == 1 and flat[0][1] == -1
     (tmp_path / "flat" / "broken.png").write_bytes(b"not an image")
-    broken = load_dataset(f"folder:{tmp_path / 'flat'}", "all", image_size=8)
-    idx = [str(p) for p in broken.paths].index(str(tmp_path / "flat" / "broken.png"))
-    with pytest.raises(CorruptImageError, match="broken.png"):
-        broken[idx]
+    with pytest.raises(DatasetError, match=r"1 of the 5 image files .* cannot be read: .*broken\.png \(cannot"):
+        load_dataset(f"folder:{tmp_path / 'flat'}", "all", image_size=8)  # a library call's policy: error
+    skipped = UnreadableFiles("skip")
+    kept = load_dataset(f"folder:{tmp_path / 'flat'}", "all", image_size=8, unreadable=skipped)
+    assert len(kept) == 4 and list(skipped.found) == [str(tmp_path / "flat" / "broken.png")]
     with pytest.raises(DatasetError, match="does not exist"):
         load_dataset(f"folder:{tmp_path / 'nope'}")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from sklearn.linear_model import LogisticRegression
 
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.eval.adversarial import attacked_correct, fgsm, pgd, robust_correct
 
 

@@ -16,7 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 import probcl
 from probcl.cli import main
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.errors import ConfigError
 from probcl.eval import ModelOnData
 from probcl.models.encoder import load_encoder, wrap_encoder

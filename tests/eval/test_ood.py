@@ -7,8 +7,8 @@ import pytest
 import torch
 from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
 
-from probcl.data.datasets import TensorImages
 from probcl.data.ood_sets import generated_set
+from probcl.data.sources import TensorImages
 from probcl.eval.linear import LinearProbe
 from probcl.eval.ood import energy_score, entropy, mc_dropout_probs, msp_score, mutual_information, ood_metrics
 

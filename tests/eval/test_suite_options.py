@@ -15,13 +15,13 @@ def test_options_are_converted_to_their_declared_types():
     assert SUITES.get("ood").parse_options({"knn_k": 10}).knn_k == [10]
     assert SUITES.get("lipschitz").parse_options({"kappa": "run"}) == LipschitzOptions(kappa="run")
     assert SUITES.get("lipschitz").parse_options({"kappa": 512}).kappa == 512.0
-    assert SUITES.get("knn").parse_options(None).k == 200
+    assert SUITES.get("knn").parse_options(None).knn_k == 200
 
 
 @pytest.mark.parametrize(
     "suite, raw, message",
     [
-        ("knn", {"nope": 1}, r"unknown suite option knn\.nope; valid options: k, temperature, plain_k"),
+        ("knn", {"nope": 1}, r"unknown suite option knn\.nope; valid options: knn_k, temperature, plain_k"),
         ("linear", {"nope": 1}, "linear.nope; suite linear takes no options"),
         ("knn", {"knn_k": 0}, r"knn\.knn_k must be >= 1, got 0"),
         ("knn", {"knn_k": "many"}, r"knn\.knn_k must be an integer"),
@@ -29,8 +29,9 @@ def test_options_are_converted_to_their_declared_types():
         ("calibration", {"holdout": 1}, r"calibration\.holdout must be in \(0, 1\)"),
         ("lipschitz", {"strengths": [0.4, 0.4]}, r"lipschitz\.strengths needs 4 values"),
         ("lipschitz", {"layer": "pixels"}, r"lipschitz\.layer must be one of encoder, projection"),
-        ("corruptions", {"corruptions": ["fog"]}, "unknown corruption 'fog'"),
-        ("fewshot", {"fractions": [0.0]}, r"fewshot\.fractions must be in \(0, 1\]"),
+        ("corruptions", {"corruptions": ["fog"]}, r"corruptions\.corruptions\[0\] must be one of .*; got 'fog'"),
+        ("fewshot", {"fractions": [0.1, 0.0]}, r"fewshot\.fractions\[1\] must be in \(0, 1\], got 0\.0"),
+        ("transfer", {"seed": -1}, r"transfer\.seed must be in \[0, 4294967295\], got -1"),
     ],
 )
 def test_bad_options_name_the_suite_key(suite, raw, message):

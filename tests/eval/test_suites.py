@@ -8,13 +8,14 @@ from conftest import tiny_overrides
 
 from probcl.config import load_config
 from probcl.core.io import read_json
-from probcl.data.datasets import labeled_subset, load_dataset, random_subset
+from probcl.data.loaders import load_dataset
+from probcl.data.sources import labeled_subset, random_subset
 from probcl.errors import ConfigError, RunError
 from probcl.eval.corruptions import corruption_errors
 from probcl.eval.efficiency import epochs_to_reach, relative_efficiency
 from probcl.eval.ood import method_uncertainty_fns
 from probcl.methods.capabilities import HasUncertainty
-from probcl.tasks.evaluate import evaluate_run
+from probcl.tasks.evaluate import EvaluateSettings, evaluate_run
 from probcl.tasks.pretrain import pretrain
 
 MAX_TRAIN = 300
@@ -48,7 +49,7 @@ def test_suites_end_to_end(runs):
         "transfer": {"datasets": ["digits"]},
         "efficiency": {"reference": str(other)},
     }
-    results = evaluate_run(run, list(options), max_train=MAX_TRAIN, options=options)
+    results = evaluate_run(run, list(options), EvaluateSettings(max_train=MAX_TRAIN, options=options))
     assert set(options) <= set(read_json(run / "eval.json"))
 
     ood = results["ood"]
@@ -116,8 +117,10 @@ def test_method_uncertainty_enters_the_ood_suite(runs):
     result = evaluate_run(
         runs["tau"],
         ["ood"],
-        max_train=MAX_TRAIN,
-        options={"ood": {"datasets": ["noise:uniform"], "max_images": 100, "knn_k": 10, "mc_passes": 3}},
+        EvaluateSettings(
+            max_train=MAX_TRAIN,
+            options={"ood": {"datasets": ["noise:uniform"], "max_images": 100, "knn_k": 10, "mc_passes": 3}},
+        ),
     )
     scores = result["ood"]["sets"]["noise:uniform"]
     assert {"uncertainty:neg_u", "uncertainty:neg_u_squared"} <= set(scores)

@@ -18,7 +18,7 @@ from probcl.methods.byol import BYOLParams
 from probcl.methods.collapse import CollapseWatch, embedding_std
 from probcl.methods.moco import MoCoParams
 from probcl.methods.simsiam import SimSiamParams
-from probcl.tasks.evaluate import evaluate_run
+from probcl.tasks.evaluate import EvaluateSettings, evaluate_run
 from probcl.tasks.pretrain import pretrain
 
 DATA_INFO = dict(dataset="digits", channels=1, image_size=12, num_classes=None, mean=[0.5], std=[0.5])
@@ -248,5 +248,5 @@ def test_moco_queue_smaller_than_batch_is_config_error(tiny_config):
 @pytest.mark.parametrize("method", ["moco", "byol", "simsiam"])
 def test_short_pretraining_is_read_by_evaluate(tiny_config, method):
     root = pretrain(tiny_config(method, run_name=method))
-    result = evaluate_run(root, ["knn"], max_train=300)["knn"]
+    result = evaluate_run(root, ["knn"], EvaluateSettings(max_train=300))["knn"]
     assert 0 <= result["top1"] <= 100 and result["protocol"]["checkpoint"]["global_step"] == 4

@@ -19,7 +19,7 @@ from probcl.losses.nt_xent import nt_xent_loss
 from probcl.methods import METHODS
 from probcl.methods.c_simclr import CSimCLRParams
 from probcl.report.lipschitz import plot_lipschitz_histograms
-from probcl.tasks.evaluate import evaluate_run
+from probcl.tasks.evaluate import EvaluateSettings, evaluate_run
 from probcl.tasks.pretrain import pretrain
 
 DATA_INFO = dict(dataset="digits", channels=1, image_size=12, num_classes=None, mean=[0.5], std=[0.5])
@@ -258,7 +258,9 @@ def test_tiny_runs_write_checkpoints_and_lipschitz_suite(tiny_config, tmp_path):
         root = pretrain(tiny_config(method, run_name=method))
         assert RunPaths(root).last.exists()
         runs[method] = root
-    result = evaluate_run(runs["c-simclr"], ["lipschitz"], options={"lipschitz": {"max_images": 64}})["lipschitz"]
+    result = evaluate_run(runs["c-simclr"], ["lipschitz"], EvaluateSettings(options={"lipschitz": {"max_images": 64}}))[
+        "lipschitz"
+    ]
     for name in ("brightness+", "brightness-", "contrast+", "contrast-"):
         assert np.isfinite(result[name]) and result[name] >= 0
         assert np.isfinite(result[f"{name} kl_bound"]) and result[f"{name} kl_bound"] >= 0
@@ -266,7 +268,9 @@ def test_tiny_runs_write_checkpoints_and_lipschitz_suite(tiny_config, tmp_path):
     assert result["protocol"]["kappa_source"] == "the run's kappa_e (default)"
     assert (RunPaths(runs["c-simclr"]).plots / "lipschitz.png").stat().st_size > 0
     byol = evaluate_run(
-        runs["c-byol"], ["lipschitz"], options={"lipschitz": {"max_images": 32, "kappa": "run"}}, figures=False
+        runs["c-byol"],
+        ["lipschitz"],
+        EvaluateSettings(options={"lipschitz": {"max_images": 32, "kappa": "run"}}, figures=False),
     )["lipschitz"]
     assert not RunPaths(runs["c-byol"]).plots.exists()  # suites write no files: figures come from report/ hooks
     assert byol["protocol"]["kappa"] == 16384.0 and byol["protocol"]["embedding"] == "method's e(z|x) mean direction"
@@ -274,9 +278,9 @@ def test_tiny_runs_write_checkpoints_and_lipschitz_suite(tiny_config, tmp_path):
         for quantity in ("sampled", "kl_bound"):
             hist = result["histograms"][quantity][name]
             assert sum(hist["counts"]) == result["protocol"]["pairs"][name] and len(hist["edges"]) == 41
-    default = evaluate_run(runs["c-byol"], ["lipschitz"], options={"lipschitz": {"max_images": 8}}, figures=False)[
-        "lipschitz"
-    ]["protocol"]
+    default = evaluate_run(
+        runs["c-byol"], ["lipschitz"], EvaluateSettings(options={"lipschitz": {"max_images": 8}}, figures=False)
+    )["lipschitz"]["protocol"]
     assert default["kappa"] == 16384.0 and default["kappa_source"] == "the run's kappa_e (default)"  # not 1024
     figure = plot_lipschitz_histograms({"C-SimCLR": result, "C-BYOL": byol}, tmp_path / "both.png")
     assert figure.stat().st_size > 0

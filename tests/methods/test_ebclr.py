@@ -237,7 +237,7 @@ def make_method(**method_args):
 
 
 def digits_batch(n=16):
-    from probcl.data.datasets import load_dataset
+    from probcl.data.loaders import load_dataset
 
     data = load_dataset("digits", "train")
     return data.images[:n], data.labels()[:n], torch.arange(n)

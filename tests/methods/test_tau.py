@@ -17,7 +17,7 @@ import probcl
 from probcl.cli import main
 from probcl.config import ConfigError, ModelConfig, load_config
 from probcl.core.layout import RunPaths
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.losses.tau import tau_info_nce_loss, tau_nt_xent_loss
 from probcl.models.backbones import build_backbone
 from probcl.models.pretrained import describe_pretrained, load_pretrained_
@@ -257,7 +257,7 @@ def test_score_folder_writes_one_row_per_readable_image(tau_run, tmp_path, capsy
         Image.fromarray(img[0].numpy()).save(folder / f"img{i}.png")
     (folder / "broken.png").write_bytes(b"this is not an image")
     out = tmp_path / "scores.csv"
-    assert main(["score", str(tau_run), "--dataset", f"folder:{folder}", "--out", str(out), "--k", "10"]) == 0
+    assert main(["score", str(tau_run), "--dataset", f"folder:{folder}", "--out", str(out), "--knn-k", "10"]) == 0
     assert (
         "skipped 1 unreadable file(s)" in capsys.readouterr().out
         and "broken.png" in out.with_suffix(".json").read_text()

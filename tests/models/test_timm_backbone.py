@@ -62,7 +62,7 @@ def test_timm_checkpoint_with_its_head_loads_as_an_encoder(tmp_path):
 
 
 def test_two_step_pretrain_then_evaluate_as_run_and_as_exported_weights(tiny_config, tmp_path):
-    from probcl.tasks.evaluate import evaluate_run
+    from probcl.tasks.evaluate import EvaluateSettings, evaluate_run
     from probcl.tasks.export import export_backbone
     from probcl.tasks.pretrain import pretrain
 
@@ -85,7 +85,7 @@ def test_two_step_pretrain_then_evaluate_as_run_and_as_exported_weights(tiny_con
         assert torch.allclose(model.embed(x), reference(model.normalizer(x)), atol=1e-5)
 
     flags = ["--max-train", "200", "--device", "cpu"]
-    run = evaluate_run(root, ["knn"], device="cpu", max_train=200, figures=False)["knn"]
+    run = evaluate_run(root, ["knn"], EvaluateSettings(device="cpu", max_train=200, figures=False))["knn"]
     weights = export_backbone(root)  # + .json sidecar: architecture, channels, size, normalisation
     out = tmp_path / "exported-eval"
     assert (

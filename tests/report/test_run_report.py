@@ -166,7 +166,7 @@ def test_embedding_map_is_a_faithful_seeded_tsne_of_test_features(evaluated_run)
     from sklearn.manifold import trustworthiness
 
     import probcl
-    from probcl.data.datasets import load_dataset
+    from probcl.data.loaders import load_dataset
 
     emb = json.loads((evaluated_run / "plots" / "embedding-map.json").read_text())
     test = load_dataset("digits", "test")

@@ -10,6 +10,8 @@ broadcast permutation does by hand.
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -84,10 +86,13 @@ def worker(rank: int, rendezvous: str, out_dir: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=WORLD)
     mine = slice(rank * B, (rank + 1) * B)
-    results = {}
-    for name in SCENARIOS:
-        view1, view2 = global_views()
-        results[name] = train_step(make_model(name), view1[mine], view2[mine], wrap=True)
+    results: dict = {}
+    with warnings.catch_warnings(record=True) as caught:  # what a user's DDP run would print
+        warnings.simplefilter("always")
+        for name in SCENARIOS:
+            view1, view2 = global_views()
+            results[name] = train_step(make_model(name), view1[mine], view2[mine], wrap=True)
+    results["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
     torch.save(results, f"{out_dir}/rank{rank}.pt")
     dist.destroy_process_group()
 
@@ -109,6 +114,11 @@ def test_two_processes_match_one_process_with_the_global_batch(ranks, name):
             torch.testing.assert_close(result["grads"][key], grad, atol=1e-6, rtol=1e-5, msg=key)
         for key, value in single["state"].items():  # after the SGD step and the momentum update
             torch.testing.assert_close(result["state"][key], value, atol=1e-6, rtol=1e-5, msg=key)
+
+
+def test_no_rank_warns(ranks):
+    """No deprecation notice (torch.distributed.nn.functional.all_gather) or other warning per step and rank."""
+    assert [r["warnings"] for r in ranks] == [[], []]
 
 
 def test_moco_queue_is_identical_on_every_rank_and_holds_the_global_keys(ranks):

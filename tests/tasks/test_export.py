@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 import probcl
 from probcl.cli import main
 from probcl.config import load_config
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.errors import ConfigError, ProbclError, RunError
 from probcl.models.pretrained import describe_pretrained
 from probcl.tasks.export import export_backbone

@@ -31,8 +31,8 @@ def test_channels_last_gives_the_nchw_forward_and_gradients():
 def test_methods_train_in_the_configured_memory_format(tiny_config):
     from dataclasses import asdict
 
-    from probcl.data.datasets import load_dataset
     from probcl.data.info import data_info_for
+    from probcl.data.loaders import load_dataset
     from probcl.methods import METHODS
 
     for channels_last, expected in ((True, torch.channels_last), (False, torch.contiguous_format)):
