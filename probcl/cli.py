@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from importlib.metadata import PackageNotFoundError, version
 
 import probcl.commands
 from probcl.commands._failures import as_probcl_error
 from probcl.core.discovery import import_submodules
+
+
+def versions() -> str:
+    """``probcl X (torch Y)``: probcl's version and the installed torch's, read without importing torch."""
+    try:
+        torch = version("torch")
+    except PackageNotFoundError:
+        torch = "not installed"
+    return f"probcl {probcl.__version__} (torch {torch})"
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -25,6 +35,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     parser = argparse.ArgumentParser(
         prog="probcl", description="Probabilistic contrastive self-supervised learning: pretrain, evaluate, score."
     )
+    parser.add_argument("--version", action="version", version=versions(), help="print probcl's and torch's versions")
     sub = parser.add_subparsers(dest="command", required=True)
     commands = {}
     for module in import_submodules(probcl.commands):

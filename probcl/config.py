@@ -79,7 +79,9 @@ OnUnreadable = Literal["skip", "error"]  # what to do with image files that cann
 class DataConfig:
     """Which images to pretrain on and where to find them."""
 
-    dataset: str = "fashion-mnist"
+    dataset: str = (
+        "fashion-mnist"  # a registered name (`probcl list datasets`), folder:PATH, npz:PATH, NAME:classes=0-7
+    )
     root: str | None = None  # data root; default: $PROBCL_DATA, then the dataset's system location
     download: bool = False  # let torchvision download datasets it knows
     image_size: Annotated[int | None, AtLeast(1)] = None  # resize to this; default: the dataset's native size
@@ -133,14 +135,14 @@ class AugmentConfig:
     """View generation: a named preset, with optional overrides of its parameters."""
 
     preset: Annotated[str, OneOf(VIEW_PRESETS)] = "small"  # a recipe of VIEW_PRESETS; the keys below override it
-    crop_scale: tuple[float, float] | None = None
-    flip: Annotated[float | None, Probability] = None
+    crop_scale: tuple[float, float] | None = None  # random resized crop: (low, high) share of the image area kept
+    flip: Annotated[float | None, Probability] = None  # probability of a horizontal flip
     jitter_strength: Annotated[float | None, NonNegative] = None  # brightness/contrast(/saturation) amplitude
-    jitter_prob: Annotated[float | None, Probability] = None
-    grayscale_prob: Annotated[float | None, Probability] = None
+    jitter_prob: Annotated[float | None, Probability] = None  # probability of the colour jitter
+    grayscale_prob: Annotated[float | None, Probability] = None  # probability of converting a colour view to gray
     blur_prob: tuple[float, float] | None = None  # (view 1, view 2)
-    solarize_prob: tuple[float, float] | None = None
-    noise_std: Annotated[float | None, NonNegative] = None
+    solarize_prob: tuple[float, float] | None = None  # probability of solarizing (view 1, view 2)
+    noise_std: Annotated[float | None, NonNegative] = None  # std of added Gaussian pixel noise (EBCLR's views)
     normalize: Literal["dataset", "symmetric"] = "dataset"  # dataset mean/std, or [0,1] -> [-1,1]
 
 
@@ -153,12 +155,12 @@ class ModelConfig:
     pool: Annotated[int, AtLeast(1)] = (
         1  # small CNN: average-pool the last map to pool x pool cells (4 * width * pool^2 features)
     )
-    norm: Literal["bn", "none"] = "bn"
-    act: Literal["relu", "leaky_relu"] = "relu"
+    norm: Literal["bn", "none"] = "bn"  # normalisation layers of probcl's backbones and heads: BatchNorm or none
+    act: Literal["relu", "leaky_relu"] = "relu"  # activation of probcl's backbones and heads
     cifar_stem: bool = True  # 3x3 stride-1 first conv and no max-pool (ResNets)
-    proj_hidden: Annotated[int, AtLeast(1)] = 512
-    proj_out: Annotated[int, AtLeast(1)] = 128
-    proj_layers: Annotated[int, AtLeast(1)] = 2
+    proj_hidden: Annotated[int, AtLeast(1)] = 512  # hidden width of the projection head
+    proj_out: Annotated[int, AtLeast(1)] = 128  # output width of the projection head (the contrastive embedding)
+    proj_layers: Annotated[int, AtLeast(1)] = 2  # linear layers in the projection head
 
     def __post_init__(self) -> None:
         family = resolve_backbone(self.backbone).family
@@ -174,13 +176,13 @@ class ModelConfig:
 class OptimConfig:
     """Optimiser and learning-rate schedule (per-step linear warm-up, then cosine or constant)."""
 
-    name: Literal["sgd", "adam", "adamw", "lars"] = "adam"
-    lr: Annotated[float, Positive] = 1e-3
-    weight_decay: Annotated[float, NonNegative] = 1e-6
-    momentum: float = 0.9
-    warmup_epochs: Annotated[float, NonNegative] = 0.0
-    schedule: Literal["cosine", "constant"] = "cosine"
-    min_lr_ratio: Annotated[float, Probability] = 0.0
+    name: Literal["sgd", "adam", "adamw", "lars"] = "adam"  # optimiser of the backbone and heads
+    lr: Annotated[float, Positive] = 1e-3  # peak learning rate (after warm-up)
+    weight_decay: Annotated[float, NonNegative] = 1e-6  # L2 weight decay
+    momentum: float = 0.9  # momentum of sgd and lars
+    warmup_epochs: Annotated[float, NonNegative] = 0.0  # linear warm-up from 0 to lr over this many epochs (per step)
+    schedule: Literal["cosine", "constant"] = "cosine"  # after warm-up: cosine decay to lr x min_lr_ratio, or constant
+    min_lr_ratio: Annotated[float, Probability] = 0.0  # final lr of the cosine schedule, as a share of lr
     scale_lr_by_batch: bool = False  # lr x batch_size / 256, as in SimCLR/BYOL
     lars_eta: Annotated[float, Positive] = 0.001  # LARS trust coefficient (SimCLR's reference LARS; BYOL, CEB)
     lars_clip: bool = False  # LARC clipping: the layer's adaptive lr never exceeds the global lr
@@ -196,37 +198,36 @@ LOGGERS = ("tensorboard", "wandb", "mlflow")  # valid train.loggers names
 class TrainConfig:
     """Loop, hardware and checkpointing."""
 
-    epochs: Annotated[int, AtLeast(1)] = 10
-    batch_size: Annotated[int, AtLeast(2)] = 256
-    seed: Seed = 0
+    epochs: Annotated[int, AtLeast(1)] = 10  # passes over the training set
+    batch_size: Annotated[int, AtLeast(2)] = 256  # training batch: images per optimiser step and process
+    seed: Seed = 0  # seed of every random choice (data order, views, initialisation)
     accelerator: str = "auto"  # cpu | gpu | auto
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
-    num_nodes: Annotated[int, AtLeast(1)] = 1
+    num_nodes: Annotated[int, AtLeast(1)] = 1  # machines for multi-node DDP
     precision: str = "auto"  # auto: bf16-mixed where the device computes bf16 natively, else 32-true
     channels_last: bool = True  # NHWC memory format for conv backbones (faster convolutions on CPU and GPU)
     compile: bool = False  # torch.compile the backbone (pays off for long runs; first steps compile)
-    sync_batchnorm: bool = False
-    # batches per epoch: a whole number is a count (1: one batch), a number in (0, 1) a fraction of the epoch
-    limit_train_batches: Annotated[int | float | None, Positive] = None
+    sync_batchnorm: bool = False  # synchronise BatchNorm statistics across GPUs under DDP
+    limit_train_batches: Annotated[int | float | None, Positive] = None  # batches per epoch: a count, or a fraction <1
     checkpoint_every_n_steps: Annotated[int | None, AtLeast(1)] = (
         None  # besides every epoch: for crash-resume mid-epoch
     )
     monitor_every_n_epochs: Annotated[int, NonNegative] = 1  # online kNN / linear monitor on labeled data
-    monitor_train_samples: Annotated[int, AtLeast(1)] = 5000
-    monitor_test_samples: Annotated[int, AtLeast(1)] = 2000
+    monitor_train_samples: Annotated[int, AtLeast(1)] = 5000  # labeled training images the online monitor fits on
+    monitor_test_samples: Annotated[int, AtLeast(1)] = 2000  # test images the online monitor scores
     loggers: list[str] = field(default_factory=list)  # besides metrics.jsonl/.csv (always): any of LOGGERS
-    progress_bar: bool = True
-    deterministic: bool = True
+    progress_bar: bool = True  # show the progress bar (off in tests and logs)
+    deterministic: bool = True  # deterministic algorithms where torch has them (warns where not)
 
 
 @dataclass
 class Config:
     """A whole pretraining run."""
 
-    method: str = "simclr"
-    method_args: dict = field(default_factory=dict)
-    run_dir: str = "runs/simclr"
+    method: str = "simclr"  # the method (`probcl list methods`)
+    method_args: dict = field(default_factory=dict)  # the method's own hyper-parameters (its Params dataclass)
+    run_dir: str = "runs/simclr"  # the run directory: config, checkpoints, metrics, eval.json, report
     init: str | None = None  # run dir, .ckpt or weights file the backbone starts from (any method)
     data: DataConfig = field(default_factory=DataConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything probcl needs on a fresh Debian/Ubuntu machine: the Fashion-MNIST data package
-# (apt, when missing) and the Python package with its dependencies (pip, into the current Python).
+# (apt, when missing) and the Python package with its dependencies (pip, into the current Python), at the
+# versions of requirements/lock.txt: the ones the published figures were measured with (torch 2.14.1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,7 +18,7 @@ if [ ! -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && [ -z
 fi
 
 PYTHON=${PYTHON:-python3}
-echo "==> installing probcl and its dependencies with pip"
-"$PYTHON" -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v -E "^WARNING: (Location|Running pip)" || true
+echo "==> installing probcl and its dependencies with pip (pinned by requirements/lock.txt)"
+"$PYTHON" -m pip install -q --disable-pip-version-check -c requirements/lock.txt -e ".[dev]" 2>&1 | grep -v -E "^WARNING: (Location|Running pip)" || true
 "$PYTHON" -c "import probcl, torch, torchvision, lightning, kornia" \
   || { echo "error: the Python dependencies did not install; see pip's output above" >&2; exit 1; }

@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="SUITE.KEY=VALUE",
-        help="suite option, e.g. --option ood.datasets=digits,mnist (repeatable; see the README's Evaluations table)",
+        help="suite option, e.g. --option ood.datasets=digits,mnist (repeatable; options: docs/evaluation.md)",
     )
     p.add_argument(
         "--max-train",

@@ -100,9 +100,9 @@ def _probe_on(probe: LinearProbe, device: torch.device) -> LinearProbe:
 @dataclass
 class AdversarialOptions:
     eps: list[Annotated[float, Positive]] = field(default_factory=lambda: [4.0, 8.0])  # radii in units of 1/255
-    pgd_steps: Annotated[int, AtLeast(1)] = 10
+    pgd_steps: Annotated[int, AtLeast(1)] = 10  # PGD iterations, step 2.5 eps / steps, random start
     max_images: Annotated[int | None, AtLeast(1)] = 1000  # seeded test subset
-    seed: Seed = 0
+    seed: Seed = 0  # seed of the image subset and the random start
 
 
 @SUITES.register("adversarial", options=AdversarialOptions, title="Adversarial robustness")

@@ -81,7 +81,7 @@ class CalibrationOptions:
     bins: Annotated[int, AtLeast(1)] = N_BINS  # M equal-width confidence bins
     temperature_scaling: bool = True  # also report before/after temperature scaling
     holdout: Annotated[float, InRange(0, 1, low_open=True, high_open=True)] = 0.5  # share of the test set fitting T
-    seed: Seed = 0
+    seed: Seed = 0  # seed of the held-out share that fits the temperature
 
 
 @SUITES.register("calibration", options=CalibrationOptions, title="Calibration")

@@ -73,7 +73,7 @@ def _reference_accuracies(
 class CorruptionsOptions:
     corruptions: list[Annotated[str, OneOf(CORRUPTIONS)]] | None = None  # default: all of probcl.data.corruptions
     max_images: Annotated[int | None, AtLeast(1)] = 2000  # seeded test subset
-    seed: Seed = 0
+    seed: Seed = 0  # seed of the image subset and the random corruptions
     reference: str | None = None  # run directory: mCE / relative mCE against it
 
 

@@ -19,7 +19,7 @@ class FewshotOptions:
     fractions: list[Annotated[float, InRange(0, 1, low_open=True)]] = field(
         default_factory=lambda: [0.01, 0.1]
     )  # shares of the training labels
-    seed: Seed = 0
+    seed: Seed = 0  # seed of the stratified label subsets
 
 
 @SUITES.register("fewshot", options=FewshotOptions, title="Few labels")

@@ -131,8 +131,8 @@ class LipschitzOptions:
     max_images: Annotated[int | None, AtLeast(1)] = 2000  # seeded test subset
     layer: Literal["encoder", "projection"] = "encoder"  # the method's e(z|x) mean, or the normalized projection
     strengths: list[float] | None = None  # brightness, contrast, saturation, hue (default: the run's views)
-    seed: Seed = 0
-    histogram_bins: Annotated[int, AtLeast(1)] = 40
+    seed: Seed = 0  # seed of the image subset and the random perturbations
+    histogram_bins: Annotated[int, AtLeast(1)] = 40  # bins of the per-perturbation histograms (figure)
 
     def __post_init__(self) -> None:
         if self.strengths is not None and len(self.strengths) != len(ADJUSTMENTS):

@@ -167,8 +167,8 @@ class OodOptions:
     mc_passes: Annotated[int, AtLeast(1)] = 20  # MC-dropout forward passes
     dropout: Annotated[float, InRange(0, 1, high_open=True)] = 0.2  # MC-dropout rate on the probe's input
     runs: list[str] | None = None  # other runs of the same method: deep-ensemble MSP
-    seed: Seed = 0
-    histogram_bins: Annotated[int, AtLeast(1)] = 40
+    seed: Seed = 0  # seed of the image subsets, MC dropout and generated sets
+    histogram_bins: Annotated[int, AtLeast(1)] = 40  # bins of the score histograms (figure)
     combination: list[str] | None = None  # scores of the ID-fitted combined score (default: see id_reference)
 
 

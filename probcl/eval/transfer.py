@@ -24,7 +24,7 @@ DEFAULT_TARGETS = {
 @dataclass
 class TransferOptions:
     datasets: list[str] | None = None  # target dataset specs (default: one per training dataset)
-    seed: Seed = 0
+    seed: Seed = 0  # seed of the image subsets and the probe
 
 
 @SUITES.register("transfer", options=TransferOptions, title="Transfer")

@@ -112,7 +112,7 @@ class MomentumContrast(SSLMethod[QP]):
 
 @dataclass
 class MoCoParams(QueueParams):
-    temperature: Annotated[float, Positive] = 0.2
+    temperature: Annotated[float, Positive] = 0.2  # tau of InfoNCE (MoCo v2: 0.2)
 
 
 @METHODS.register("moco")

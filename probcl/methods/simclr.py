@@ -12,7 +12,7 @@ from probcl.methods.base import METHODS, SSLMethod, StepOutput
 
 @dataclass
 class SimCLRParams:
-    temperature: Annotated[float, Positive] = 0.5
+    temperature: Annotated[float, Positive] = 0.5  # tau of NT-Xent (SimCLR: 0.5; FMNIST preset 0.2)
     gather_distributed: bool = True  # negatives from all ranks (with gradient) under DDP
 
 

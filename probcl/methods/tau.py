@@ -174,8 +174,9 @@ class TauMoCo(TemperatureAsUncertainty[TauMoCoParams], MomentumContrast[TauMoCoP
 @dataclass
 class TauPosthocParams(TauParams):
     projection: bool = False  # also train a fresh projection head (default: the frozen feature is the embedding)
-    input_mean: list[float] | None = None  # the frozen encoder's input normalization (default: from init,
-    input_std: list[Annotated[float, Positive]] | None = None  # when it records one; else the data's statistics)
+    # The frozen encoder's input normalization, per channel; default: what init records, else the data's statistics.
+    input_mean: list[float] | None = None  # normalization mean per channel (with input_std)
+    input_std: list[Annotated[float, Positive]] | None = None  # normalization std per channel (with input_mean)
 
     def __post_init__(self) -> None:
         if (self.input_mean is None) != (self.input_std is None):

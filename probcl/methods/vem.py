@@ -49,7 +49,7 @@ class VEMParams(MomentumKeyParams):
     """Hyper-parameters shared by the VEM variants (Appendix D and I); the momentum-key settings
     (momentum, shuffle_bn, proj_batch_norm) apply with ``base: moco``."""
 
-    base: Literal["simclr", "moco"] = "simclr"
+    base: Literal["simclr", "moco"] = "simclr"  # contrastive base: SimCLR's key path or MoCo's key encoder
     temperature: Annotated[float, Positive] = 0.12  # tau of the backbone loss
     bank_temperature: Annotated[float, Positive] = 0.02  # t of the sampler's softmax
     steps: Annotated[int, AtLeast(1)] = 10  # eta, sampling steps per training step
@@ -65,7 +65,7 @@ class FeatureBankParams(VEMParams):
     # Appendix D: the bank is trained with its own lr (step_size, 1.0 or 0.5) and momentum 0.9, the gradient
     # divided by t as in AdCo; "literal" = Alg. 1 line 13 as printed, whose bank barely moves (see BankSampler).
     bank_update: Literal["optimizer", "literal"] = "optimizer"
-    bank_momentum: Annotated[float, InRange(0.0, 1.0, high_open=True)] = 0.9
+    bank_momentum: Annotated[float, InRange(0.0, 1.0, high_open=True)] = 0.9  # bank optimiser's momentum
     bank_lr_schedule: bool = True  # decay the bank lr with the backbone's schedule (Appendix D: cosine)
 
 

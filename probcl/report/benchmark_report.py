@@ -13,6 +13,7 @@ from probcl.config import dotted, recipe
 from probcl.core.io import atomic_write_text, read_json
 from probcl.core.layout import RunPaths
 from probcl.core.metrics_file import epoch_curve
+from probcl.errors import ConfigError
 from probcl.report import plots
 from probcl.report.claim_stats import BEYOND, ClaimResult, ComparisonResult
 from probcl.report.claims import evaluate_claims
@@ -84,6 +85,30 @@ def study_summary_markdown(results: dict) -> str:
         verdict_table(doc, evaluate_claims(results))
     if results["config"].get("controls"):
         controls_table(doc, results, _metric_names(results))
+    return doc.to_markdown(Path("."), title=False)
+
+
+def study_short_markdown(results: dict, groups: list[str], columns: list[str]) -> str:
+    """A short view of a study (the README's): the headline ``columns`` (their titles) of the ``groups`` (methods)
+    named, then one row per claim with its verdict and the comparison that decides it."""
+    unknown = [g for g in groups if g not in results["groups"]] + [
+        c for c in columns if c not in results["config"]["headline"]
+    ]
+    if unknown:
+        raise ConfigError(f"not in the study's results: {', '.join(unknown)}; see its results.json groups and headline")
+    doc = Document(results["title"])
+    headline = {title: results["config"]["headline"][title] for title in columns}
+    headline_table(doc, {**results, "groups": {g: results["groups"][g] for g in groups}}, headline)
+    if results["config"].get("claims"):
+        rows = [
+            [
+                f"{r.claim.paper}: {r.claim.statement}",
+                f"**{r.verdict}**",
+                _difference(r.deciding) if r.deciding and r.deciding.mean is not None else "—",
+            ]
+            for r in evaluate_claims(results)
+        ]
+        doc.table(["claim", "verdict", "deciding comparison: mean difference [95 % interval]"], rows)
     return doc.to_markdown(Path("."), title=False)
 
 

@@ -43,7 +43,7 @@ def plot_lipschitz_histograms(
             ax.stairs(
                 [c / (total * width) for c in counts], edges, fill=True, alpha=0.5, label=f"{label} (mu={mean:.3g})"
             )
-        ax.set(title=name, xlabel="local Lipschitz estimate", ylabel="density")
+        ax.set(title=name, xlabel="local Lipschitz estimate", ylabel="density (per unit of the estimate)")
         ax.legend(fontsize=7)
     for ax in axes[len(names) :]:
         ax.set_visible(False)

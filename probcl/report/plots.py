@@ -6,8 +6,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from probcl.core.io import atomic_write
 from probcl.errors import ConfigError
@@ -22,6 +24,11 @@ def save_figure(fig: Figure, path: str | Path, dpi: int = DPI) -> Path:
     fig.tight_layout()
     atomic_write(path, lambda fh: fig.savefig(fh, format="png", dpi=dpi))
     return path
+
+
+def whole_number_ticks(ax: Axes) -> None:
+    """Ticks of the x axis at whole numbers only (epochs, severities): no "1.5 epochs"."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def reliability_diagram(bins: dict, path: str | Path, title: str = "") -> Path:
@@ -44,11 +51,12 @@ def reliability_diagram(bins: dict, path: str | Path, title: str = "") -> Path:
         edgecolor="#dd8452",
         label="gap to confidence",
     )
-    ax.plot([0, 1], [0, 1], "k--", lw=1)
-    ax.set(xlim=(0, 1), ylim=(0, 1), ylabel="accuracy", title=title)
+    ax.plot([0, 1], [0, 1], "k--", lw=1, label="perfect calibration")
+    ax.set(xlim=(0, 1), ylim=(0, 1), ylabel="accuracy (fraction)", title=title)
     ax.legend(loc="upper left", fontsize=8)
-    ax_count.bar(left, bins["count"], width=width, align="edge", color="#8c8c8c")
-    ax_count.set(xlabel="confidence (max softmax)", ylabel="count")
+    ax_count.bar(left, bins["count"], width=width, align="edge", color="#8c8c8c", label="images per bin")
+    ax_count.set(xlabel="confidence (max softmax, fraction)", ylabel="images")
+    ax_count.legend(loc="upper left", fontsize=7)
     return save_figure(fig, path)
 
 
@@ -72,7 +80,7 @@ def score_histograms(
                 fill=set_name == "id",
                 alpha=0.35 if set_name == "id" else 1.0,
             )
-        ax.set(title=name, xlabel="outlier score", ylabel="fraction")
+        ax.set(title=name, xlabel="outlier score (higher = more OOD)", ylabel="fraction of the set's images")
     axes[0].legend(fontsize=7)
     if title:
         fig.suptitle(title)
@@ -85,8 +93,10 @@ def curves(
     ylabel: str,
     title: str = "",
     xlabel: str = "epoch",
+    whole_x: bool = True,
 ) -> Path:
-    """Line plot of named (x, y) series, e.g. per-epoch kNN accuracy of several methods."""
+    """Line plot of named (x, y) series, e.g. per-epoch kNN accuracy of several methods; ``whole_x``: x ticks at
+    whole numbers (epochs, severities)."""
     fig = Figure(figsize=(5.5, 3.6))
     ax = fig.subplots()
     for label, points in series.items():
@@ -94,6 +104,8 @@ def curves(
             xs, ys = zip(*points)
             ax.plot(xs, ys, marker="o", ms=3, label=label)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    if whole_x:
+        whole_number_ticks(ax)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     return save_figure(fig, path)
@@ -109,10 +121,12 @@ def panels(
     xlabel: str = "step",
     columns: int = 3,
     log2_x: bool = False,
+    whole_x: bool = False,
 ) -> Path:
     """Small multiples: one panel per ``(title, {label: points}, ylabel)``, each with its own y scale;
     ``title`` above them when there are several. Points are ``(x, y)``, or ``(x, y, e)`` for error bars
-    y +- e; ``log2_x`` puts x on a log2 axis ticked at the points' x (e.g. batch sizes)."""
+    y +- e; ``log2_x`` puts x on a log2 axis ticked at the points' x (e.g. batch sizes); ``whole_x`` ticks x at
+    whole numbers (epochs)."""
     if not grid:
         raise ConfigError("no panel to plot")
     cols = min(columns, len(grid))
@@ -133,9 +147,11 @@ def panels(
             ticks = sorted({p[0] for points in series.values() for p in points})
             ax.set_xscale("log", base=2)
             ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        elif whole_x:
+            whole_number_ticks(ax)
         ax.set(title=name, xlabel=xlabel, ylabel=ylabel)
         ax.grid(alpha=0.3)
-        if len(series) > 1:
+        if any(points for points in series.values()):
             ax.legend(fontsize=7)
     for ax in axes[len(grid) :]:
         ax.set_visible(False)
@@ -166,7 +182,7 @@ def embedding_scatter(
         colour = cmap(i if len(classes) <= 20 else i / max(1, len(classes) - 1))
         name = class_names[c] if class_names is not None and c < len(class_names) else str(c)
         ax.scatter(xy[y == c, 0], xy[y == c, 1], s=size, color=colour, label=name, linewidths=0)
-    ax.set(title=title, xticks=[], yticks=[])
+    ax.set(title=title, xticks=[], yticks=[], xlabel="t-SNE 1 (no unit)", ylabel="t-SNE 2 (no unit)")
     if len(classes) <= 20:
         ax.legend(
             fontsize=7, markerscale=max(1.0, 6 / size**0.5), loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False

@@ -34,17 +34,29 @@ class CurveGroup:
     wanted: Callable[[str], bool]
     per_epoch: bool = False  # x axis: epochs completed (else: optimiser step)
     one_panel: bool = False  # all columns in one panel (same unit); else one panel per column family
+    unit: str = ""  # the y axis label of a one-panel group (else each panel's, from unit_of)
+
+
+# y axis labels by a column's name: the unit where the name tells it, else the quantity as logged
+UNITS = (("seconds", "seconds"), ("share", "fraction of the run's time"), ("top1", "%"), ("top5", "%"))
+
+
+def unit_of(column: str) -> str:
+    """The y label of a metrics.jsonl column's panel: its unit when its name tells it (``*seconds``, ``*top1``,
+    ...), else the column's own name (a method diagnostic is plotted in the unit it is logged in)."""
+    return next((unit for suffix, unit in UNITS if column.endswith(suffix)), f"{_short(column)} (as logged)")
 
 
 CURVE_GROUPS = (
     CurveGroup("objective", "loss", lambda k: k.startswith("train/") and k.endswith("loss") and "probe" not in k),
-    CurveGroup("learning rate", "lr", lambda k: k.startswith("lr-"), one_panel=True),
+    CurveGroup("learning rate", "lr", lambda k: k.startswith("lr-"), one_panel=True, unit="learning rate"),
     CurveGroup(
         "online monitor accuracy (%)",
         "monitor",
         lambda k: k.startswith("monitor/") and "top" in k,
         per_epoch=True,
         one_panel=True,
+        unit="accuracy (%)",
     ),
     CurveGroup("online probe on training batches", "probe", lambda k: k.startswith("train/probe")),
     CurveGroup("method diagnostics", "diagnostics", lambda k: k.startswith("train/")),
@@ -83,14 +95,15 @@ def curve_panels(columns: dict[str, dict[str, Points]]) -> list[tuple[CurveGroup
         if not series:
             continue
         if group.one_panel:
-            panels = [(group.title, {_short(k): v for k, v in series.items()}, "")]
+            panels = [(group.title, {_short(k): v for k, v in series.items()}, group.unit)]
         else:
             stems = {k: k.rpartition("_")[0] or k for k in series}
             families: dict[str, list[str]] = {}
             for k in series:
                 families.setdefault(stems[k] if list(stems.values()).count(stems[k]) > 1 else k, []).append(k)
             panels = [
-                (_short(family), {_short(k): series[k] for k in members}, "") for family, members in families.items()
+                (_short(family), {_short(k): series[k] for k in members}, unit_of(members[0]))
+                for family, members in families.items()
             ]
         grouped.append((group, panels))
     return grouped
@@ -107,7 +120,9 @@ def training_section(doc: Document, rows: list[dict], plot_dir: Path) -> None:
         return
     for group, panels in curve_panels(metric_columns(rows)):
         xlabel = "epochs completed" if group.per_epoch else "optimiser step"
-        path = plots.panels(panels, plot_dir / f"training-{group.stem}.png", group.title, xlabel=xlabel)
+        path = plots.panels(
+            panels, plot_dir / f"training-{group.stem}.png", group.title, xlabel=xlabel, whole_x=group.per_epoch
+        )
         doc.figure(path, f"{group.title} per {'epoch' if group.per_epoch else 'logged step'}")
 
 
@@ -176,8 +191,11 @@ def write_run_report(run_dir: str | Path, embedding: dict | None = None, name: s
     dataset = config.get("data", {}).get("dataset") or (embedding or {}).get("protocol", {}).get("dataset", "")
     doc = Document(f"{paths.root.name}: {method}" + (f" on {dataset}" if dataset else ""))
     doc.paragraph(_summary(paths, config, method) + f" Report written {time.strftime('%Y-%m-%d %H:%M:%S')}.")
+    rows = read_metrics(paths.root)
+    doc.heading("Summary")
+    doc.table(["", ""], summary_rows(config, evaluations, rows))
     doc.heading("Training")
-    training_section(doc, read_metrics(paths.root), paths.plots)
+    training_section(doc, rows, paths.plots)
     doc.heading("Embedding map")
     embedding_section(doc, embedding, paths.plots, method)
     doc.heading("Evaluation")
@@ -189,6 +207,46 @@ def write_run_report(run_dir: str | Path, embedding: dict | None = None, name: s
     atomic_write_text(md_path, doc.to_markdown(paths.root))
     atomic_write_text(html_path, doc.to_html())
     return md_path, html_path
+
+
+def summary_rows(config: dict, evaluations: dict[str, dict], rows: list[dict]) -> list[list[str]]:
+    """The report's opening table: method, data, budget, then the headline metrics evaluated so far."""
+    out = []
+    if config:
+        model, train, data = config.get("model", {}), config.get("train", {}), config.get("data", {})
+        steps = max((int(r["step"]) for r in rows if isinstance(r.get("step"), (int, float))), default=None)
+        subset = f", a {data['train_subset']}-image subset" if data.get("train_subset") else ""
+        out += [
+            ["method", f"`{config.get('method')}`"],
+            ["data", f"`{data.get('dataset')}`{subset}"],
+            ["backbone", f"`{model.get('backbone')}` (width {model.get('width')})"],
+            [
+                "budget",
+                f"{train.get('epochs')} epochs at batch {train.get('batch_size')}"
+                + (f": {steps} optimiser steps logged" if steps is not None else ""),
+            ],
+        ]
+        final = [r["monitor/knn_top1"] for r in rows if isinstance(r.get("monitor/knn_top1"), (int, float))]
+        if final:
+            out.append(["online kNN monitor, last epoch", f"{final[-1]:.2f} %"])
+    described = len(out)
+    headline = (
+        ("linear", "top1", "linear probe top-1", "{:.2f} %"),
+        ("knn", "top1", "weighted kNN top-1", "{:.2f} %"),
+        ("calibration", "ece", "ECE (linear probe)", "{:.3f}"),
+        ("corruptions", "mean_top1", "mean top-1 under corruptions", "{:.2f} %"),
+    )
+    for suite, key, title, form in headline:
+        value = evaluations.get(suite, {}).get(key)
+        if isinstance(value, (int, float)):
+            out.append([title, form.format(value)])
+    for name, scores in evaluations.get("ood", {}).get("sets", {}).items():
+        auroc = scores.get("combined", {}).get("auroc") if isinstance(scores, dict) else None
+        if isinstance(auroc, (int, float)):
+            out.append([f"OOD AUROC of the combined score, {name}", f"{auroc:.3f}"])
+    if len(out) == described:
+        out.append(["evaluation", "none yet: `probcl evaluate RUN --suite linear,knn`"])
+    return out
 
 
 def _summary(paths: RunPaths, config: dict, name: str) -> str:

@@ -151,8 +151,8 @@ class MSGLDConfig:
     steps: Annotated[int, AtLeast(1)] = 10  # T
     step_size: Annotated[float, Positive] = 0.05  # alpha
     clamp: Annotated[float, Positive] = 1.0  # delta
-    sigma_min: Annotated[float, NonNegative] = 0.01
-    sigma_max: Annotated[float, NonNegative] = 0.05
+    sigma_min: Annotated[float, NonNegative] = 0.01  # noise std of a chain used K times or more
+    sigma_max: Annotated[float, NonNegative] = 0.05  # noise std of a fresh chain (decays to sigma_min over K uses)
     decay_uses: Annotated[float, Positive] = 3.0  # K
     pixel_clamp: bool = True  # clamp iterates to the valid pixel range (the authors' code does not)
 

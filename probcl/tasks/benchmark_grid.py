@@ -38,19 +38,19 @@ BASE_ONLY_KEYS = ("method", "method_args", "run_dir", "init")  # taken from the 
 class BenchmarkEval:
     """How every cell is evaluated."""
 
-    device: str = "auto"
-    batch_size: Annotated[int, AtLeast(1)] = 512  # the inference batch
+    device: str = "auto"  # auto (CUDA when present), cpu, cuda, ...
+    batch_size: Annotated[int, AtLeast(1)] = 512  # inference batch: images per forward pass
     max_train: Annotated[int | None, AtLeast(1)] = None  # seeded subset of training images for probes and kNN
-    data_root: str | None = None
+    data_root: str | None = None  # data root (default: each cell's data.root, $PROBCL_DATA)
 
 
 @dataclass
 class BenchmarkConfig:
     """A benchmark grid: which methods, seeds and batch sizes, one budget, which suites."""
 
-    title: str = "probcl benchmark"
+    title: str = "probcl benchmark"  # the report's title
     description: str = ""  # budget and hardware notes, printed at the top of the report
-    out: str = "runs/benchmark"
+    out: str = "runs/benchmark"  # the benchmark's folder: cells/, results.json, report.md, report.html
     publish: str | None = None  # folder (e.g. docs/results/NAME) mirroring finished cells' small files + the report
     claims: dict = field(default_factory=dict)  # name -> claim, as data (probcl.report.claims): a verdict section
     base: str | None = None  # preset giving shared settings
@@ -58,10 +58,10 @@ class BenchmarkConfig:
         default_factory=dict
     )  # label -> preset path, or {config: path, overrides: {...}, seeds: [...]}
     overrides: dict = field(default_factory=dict)  # dotted keys applied to every cell: the common budget
-    seeds: list[int] = field(default_factory=lambda: [0])
+    seeds: list[int] = field(default_factory=lambda: [0])  # seeds of every method (a method's own `seeds` wins)
     batch_sizes: list[int] | None = None  # optional extra grid axis
-    dataset: str | None = None
-    suites: list[str] = field(default_factory=lambda: ["linear", "knn"])
+    dataset: str | None = None  # data.dataset of every cell (default: each preset's)
+    suites: list[str] = field(default_factory=lambda: ["linear", "knn"])  # suites run on every cell, or [all]
     suite_options: dict = field(default_factory=dict)  # {suite: {option: value}}
     reference: str | None = None  # method label: reference run for `efficiency` and `corruptions` (mCE)
     ensemble: bool = False  # `ood` deep ensemble over each method's seeds

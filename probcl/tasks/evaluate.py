@@ -32,6 +32,7 @@ class EvaluateSettings:
 
     device: str = "auto"  # auto (CUDA when present), cpu, cuda, cuda:1, ...
     batch_size: Annotated[int, AtLeast(1)] = 512  # the inference batch: images per forward pass
+    # the features measured: backbone, projection, or pixels (the raw-pixel baseline)
     feature_layer: Annotated[str, OneOf(FEATURE_LAYERS)] = "backbone"
     max_train: Annotated[int | None, AtLeast(1)] = None  # seeded subset of training images for probes and kNN
     data_root: str | None = None  # default: the run's data.root, $PROBCL_DATA

@@ -72,8 +72,9 @@ def test_metric_columns_and_panels_from_rows():
     assert columns["monitor/knn_top1"]["epoch"] == [(1.0, 40.0), (2.0, 55.0)]  # epochs completed
     grouped = {group.stem: panels for group, panels in curve_panels(columns)}
     assert list(grouped) == ["loss", "lr", "monitor", "diagnostics", "monitor-cost"]
-    assert grouped["lr"] == [("learning rate", {"lr-Adam/pg1": [(0.0, 0.1)]}, "")]
-    ((title, series, _),) = grouped["monitor"]
+    assert grouped["lr"] == [("learning rate", {"lr-Adam/pg1": [(0.0, 0.1)]}, "learning rate")]
+    ((title, series, unit),) = grouped["monitor"]
+    assert unit == "accuracy (%)"  # every panel's y axis says its unit
     assert series == {"knn_top1": [(1.0, 40.0), (2.0, 55.0)], "probe_top1": [(1.0, 35.0), (2.0, 50.0)]}
     diagnostics = {title: sorted(series) for title, series, _ in grouped["diagnostics"]}
     assert diagnostics == {

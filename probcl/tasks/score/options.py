@@ -22,16 +22,16 @@ class ScoreOptions:
     combination: list[str] | None = None  # scores of the combined score (None: the default combination)
     k: Annotated[int, AtLeast(1)] = 10  # neighbours of the kNN distances
     tpr: Annotated[float, InRange(0, 1, low_open=True)] = 0.95  # share of ID images every threshold accepts
-    probe: Annotated[str, OneOf(PROBES)] = "online"
-    split: ScoredSplit = "all"
-    batch_size: Annotated[int, AtLeast(1)] = 256
+    probe: Annotated[str, OneOf(PROBES)] = "online"  # class predictions: the online probe, an offline one, none
+    split: ScoredSplit = "all"  # split of the scored dataset
+    batch_size: Annotated[int, AtLeast(1)] = 256  # the inference batch: images per forward pass
     max_train: Annotated[int | None, AtLeast(1)] = None  # seeded subset of training images the scores are fitted on
     # seeded subset of test images the tails and thresholds come from (halved: tails, thresholds)
     max_calibration: Annotated[int | None, AtLeast(2)] = None
     seed: Annotated[int, InRange(0, MAX_SEED)] = 0  # seed of the subsets, the calibration halves, the offline probe
-    device: str = "auto"
-    data_root: str | None = None
-    num_workers: Annotated[int, NonNegative] = 0
+    device: str = "auto"  # auto (CUDA when present), cpu, cuda, cuda:1, ...
+    data_root: str | None = None  # default: the run's data.root, $PROBCL_DATA
+    num_workers: Annotated[int, NonNegative] = 0  # image-decoding processes for folder datasets
     cache: bool = True  # reuse / store the fitted reference in RUN/score-cache
     sheet_size: Annotated[int, AtLeast(1)] = 16  # accepted images per section of the HTML contact sheet
     # flagged images the contact sheet shows (the most unusual first); it names the file listing the rest
