@@ -153,7 +153,8 @@ class ModelConfig:
 class OptimConfig:
     """Optimiser and learning-rate schedule (per-step linear warm-up, then cosine or constant)."""
 
-    name: Literal["sgd", "adam", "adamw", "lars"] = "adam"
+    name: Literal["sgd", "adam", "adamw", "lars", "adam-lars"] = "adam"  # adam-lars: Adam on LARS-rescaled
+    # gradients (the TaU authors' LARSWrapper(Adam); probcl.methods.optim.LARSAdam)
     lr: Annotated[float, Positive] = 1e-3
     weight_decay: Annotated[float, NonNegative] = 1e-6
     momentum: float = 0.9
@@ -161,7 +162,7 @@ class OptimConfig:
     schedule: Literal["cosine", "constant"] = "cosine"
     min_lr_ratio: Annotated[float, Probability] = 0.0
     scale_lr_by_batch: bool = False  # lr x batch_size / 256, as in SimCLR/BYOL
-    lars_eta: Annotated[float, Positive] = 0.001  # LARS trust coefficient (SimCLR's reference LARS; BYOL, CEB)
+    lars_eta: Annotated[float, Positive] = 0.001  # LARS trust coefficient (SimCLR's reference LARS; BYOL, CEB, TaU)
     lars_clip: bool = False  # LARC clipping: the layer's adaptive lr never exceeds the global lr
     probe_lr: Annotated[float, Positive] = 1e-3  # online linear probe (Adam on detached features)
 
