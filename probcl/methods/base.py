@@ -37,6 +37,7 @@ from probcl.models.inference import INFERENCE_BATCH_SIZE, Inference
 from probcl.models.pretrained import describe_pretrained, load_pretrained_
 
 if TYPE_CHECKING:
+    from probcl.data.datasets import ImageSource
     from probcl.models.inference import ImageInput
 
 METHODS: Registry[type[SSLMethod]] = Registry("method")
@@ -110,6 +111,7 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
         self.feature_dim: int = typing.cast(int, self.backbone.out_dim)
         classes = self.data_info.num_classes
         self.online_probe = nn.Linear(self.feature_dim, classes) if classes else None
+        self.training_data: ImageSource | None = None  # set by use_training_data (pretraining only)
         self.build()
 
     # ----------------------------------------------------------------- to implement
@@ -138,6 +140,11 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
             m = self.momentum(steps_done)
             for online, target in pairs:
                 ema_update_(target, online, m)
+
+    def use_training_data(self, data: ImageSource) -> None:
+        """The training set, for objectives that draw from the data distribution beyond the batch (EBCLR's
+        re-initialised SGLD chains); ``probcl pretrain`` hands it over before training."""
+        self.training_data = data
 
     @classmethod
     def params(cls, cfg: Config) -> P:
