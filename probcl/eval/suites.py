@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Annotated, Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
 
-from probcl.config import AtLeast, Positive, from_dict, parse_override_value
+from probcl.config import AtLeast, Positive, from_dict, parse_override_value, set_dotted
 from probcl.core.registry import Registry
 from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
 from probcl.eval.knn import plain_knn_predict, topk_accuracy, weighted_knn_scores
+from probcl.eval.linear import LinearProbe
+from probcl.eval.linear_sgd import SGDProbeOptions
 
 SuiteFn = Callable[[ModelOnData, Any], dict]
 
@@ -99,11 +101,34 @@ class SuiteRegistry:
 SUITES = SuiteRegistry()
 
 
-@SUITES.register("linear", title="Linear probe")
-def linear_suite(ctx: ModelOnData, options: NoOptions) -> dict:
-    """Offline linear probe: top-1/top-5 test accuracy (%)."""
-    result, _ = ctx.linear_probe()
-    result["protocol"].update(ctx.protocol())
+@dataclass
+class ProbeOptions:
+    """Which offline linear probes a suite reports: the first one's numbers are the result's own, every other
+    one's sit under its name (``sgd.top1``, ``sgd.ece``); ``sgd`` holds the SGD probe's settings."""
+
+    probes: list[Literal["lbfgs", "sgd"]] = field(default_factory=lambda: ["lbfgs"])
+    sgd: SGDProbeOptions = field(default_factory=SGDProbeOptions)
+
+    def __post_init__(self) -> None:
+        if not self.probes or len(set(self.probes)) != len(self.probes):
+            raise ConfigError(f"probes must name each probe once (lbfgs, sgd), got {self.probes}")
+
+
+def per_probe(ctx: ModelOnData, options: ProbeOptions, measure: Callable[[LinearProbe], dict]) -> dict:
+    """``measure(probe)`` of the first probe of ``options``, with the others' results under their names."""
+    result = measure(ctx.linear_probe(options.probes[0], options.sgd)[1])
+    for name in options.probes[1:]:
+        result[name] = measure(ctx.linear_probe(name, options.sgd)[1])
+    return result
+
+
+@SUITES.register("linear", options=ProbeOptions, title="Linear probe")
+def linear_suite(ctx: ModelOnData, options: ProbeOptions) -> dict:
+    """Offline linear probe(s): top-1/top-5 test accuracy (%) and each probe's protocol."""
+    results = {name: ctx.linear_probe(name, options.sgd)[0] for name in options.probes}
+    result = dict(results[options.probes[0]])
+    result["protocol"] = {**result["protocol"], **ctx.protocol()}
+    result.update({name: results[name] for name in options.probes[1:]})
     return result
 
 
@@ -145,5 +170,5 @@ def parse_suite_options(items: list[str]) -> dict[str, dict]:
         suite, dot, name = key.partition(".")
         if not sep or not dot:
             raise ConfigError(f"suite option {item!r} must look like SUITE.KEY=VALUE")
-        options.setdefault(suite, {})[name] = parse_override_value(value)
+        set_dotted(options.setdefault(suite, {}), name, parse_override_value(value))
     return options
