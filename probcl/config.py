@@ -131,8 +131,15 @@ class ModelConfig:
     proj_hidden: Annotated[int, AtLeast(1)] = 512
     proj_out: Annotated[int, AtLeast(1)] = 128
     proj_layers: Annotated[int, AtLeast(1)] = 2
+    # Dropout2d rate after the first conv-BN-ReLU of every block (ResNets; every conv block of the small CNN),
+    # in training and for MC-dropout passes: the TaU paper's MC-dropout baseline (p 0.5). 0 = none.
+    dropout2d: Annotated[float, InRange(0.0, 1.0, high_open=True)] = 0.0
 
     def __post_init__(self) -> None:
+        if self.dropout2d > 0 and self.backbone.startswith(TIMM_PREFIX):
+            raise ConfigError(
+                f"model.dropout2d applies to probcl's own backbones ({', '.join(BACKBONES)}), not {self.backbone}"
+            )
         if not self.backbone.startswith(TIMM_PREFIX):
             if self.backbone not in BACKBONES:
                 raise ConfigError(

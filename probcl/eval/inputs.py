@@ -21,6 +21,28 @@ def id_test_images(ctx: ModelOnData, max_images: int | None, seed: int) -> tuple
     return (data if len(idx) == len(data) else data.subset(idx)), idx
 
 
+def calibration_halves(count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sorted indices of the two halves of a seeded permutation of ``count`` ID test images: (calibration,
+    held out). OOD scores fit their tails and thresholds on the first half and are evaluated on the second, so
+    the ID acceptance they report is out of sample (the ``ood`` suite, ``benchmarks/ood_battery.py``)."""
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(seed))
+    half = count // 2
+    return order[:half].sort().values, order[half:].sort().values
+
+
+def id_test_halves(
+    ctx: ModelOnData, max_images: int | None, seed: int
+) -> tuple[TensorImages, TensorImages, torch.Tensor]:
+    """The in-memory ID test set cut by :func:`calibration_halves`, each half a seeded subset of at most
+    ``max_images``: (calibration images, held-out images, the held-out images' indices in the test set)."""
+    data, _ = id_test_images(ctx, None, seed)
+    halves = []
+    for idx in calibration_halves(len(data), seed):
+        halves.append(idx[data.subset(idx).seeded_indices(max_images, seed)])
+    calibration, held_out = halves
+    return data.subset(calibration), data.subset(held_out), held_out
+
+
 def probe_logits(ctx: ModelOnData, data: ImageSource, description: str) -> torch.Tensor:
     """Logits of the context's offline linear probe on any dataset."""
     _, probe = ctx.linear_probe()

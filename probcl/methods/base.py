@@ -28,7 +28,7 @@ from probcl.config import Config, from_dict
 from probcl.core.distributed import world_size
 from probcl.core.registry import Registry
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
-from probcl.errors import TrainingDivergedError
+from probcl.errors import ConfigError, TrainingDivergedError
 from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.models.backbones import build_backbone, memory_format_for
 from probcl.models.ema import ema_update_
@@ -171,6 +171,28 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.embed_batch(images)
+
+    @torch.no_grad()
+    def mc_dropout_projections(self, images: torch.Tensor, passes: int, seed: int = 0) -> torch.Tensor:
+        """(passes, N, d) L2-normalized projections of one batch with the backbone's channel dropout
+        (``model.dropout2d``) on and everything else in eval mode: MC dropout (Gal & Ghahramani 2016), the TaU
+        paper's baseline. The passes draw their masks from ``seed``; the global RNG is left as it was."""
+        if self.cfg.model.dropout2d <= 0:
+            raise ConfigError(
+                f"{self.cfg.method}: MC-dropout needs a model trained with channel dropout (model.dropout2d > 0)"
+            )
+        was_training = self.training
+        self.eval()
+        for m in self.backbone.modules():
+            if isinstance(m, nn.Dropout2d):
+                m.train()
+        cuda = self.device.type == "cuda"
+        try:
+            with torch.random.fork_rng(devices=[self.device.index or torch.cuda.current_device()] if cuda else []):
+                torch.manual_seed(seed)
+                return torch.stack([F.normalize(self.project_batch(images), dim=1) for _ in range(passes)])
+        finally:
+            self.train(was_training)
 
     # ----------------------------------------------------------------- training
     def training_views(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
