@@ -59,6 +59,28 @@ def verdict_table(doc: Document, verdicts: list[ClaimResult]) -> None:
     doc.table(["claim", "verdict", "deciding comparison: mean difference [95 % interval]", "why"], rows)
 
 
+def beyond_table(doc: Document, verdicts: list[ClaimResult]) -> None:
+    """The comparisons beyond the paper (synthetic stress sets, probcl's own baselines), judged the same way but
+    not part of any verdict."""
+    rows = []
+    for r in verdicts:
+        for c in r.beyond:
+            interval = f" [{c.interval[0]:+.3g}, {c.interval[1]:+.3g}]" if c.interval else ""
+            mean = f"{c.mean:+.3g}{interval} {c.unit}" if c.mean is not None else "—"
+            rows.append([f"{r.claim.paper}: {r.claim.statement}", c.label, mean, c.verdict])
+    if rows:
+        doc.table(["claim", "beyond the paper: comparison", "mean difference [95 % interval]", "reading"], rows)
+
+
+EVIDENCE_RULE = (
+    "A claim is judged on the paper's kind of evidence only: the paper's protocol and the paper's kind of data "
+    "(the TaU paper's OOD sets are natural-image dataset shifts, here held-out classes and digits). Synthetic "
+    "stress sets (noise, inverted images, ...) and probcl's own stronger baselines and protocols are judged the "
+    "same way but reported separately, as findings beyond the paper, and never change a verdict "
+    "(`probcl/report/claims.py`)."
+)
+
+
 def study_summary_markdown(results: dict) -> str:
     """The headline table and the claims' verdicts of a benchmark's results.json content, as a Markdown block
     (what the README shows of the study; ``scripts/readme_study.py`` pastes it in)."""
@@ -67,7 +89,9 @@ def study_summary_markdown(results: dict) -> str:
     doc = Document(results["title"])
     headline_table(doc, results, results["config"]["headline"])
     if results["config"].get("claims"):
-        verdict_table(doc, evaluate_claims(results, results["config"]["claims"]))
+        verdicts = evaluate_claims(results, results["config"]["claims"])
+        verdict_table(doc, verdicts)
+        beyond_table(doc, verdicts)
     if results["config"].get("controls"):
         controls_table(doc, results, _metric_names(results))
     return doc.to_markdown(Path("."), title=False)
@@ -89,7 +113,7 @@ CONTROLS_PARAGRAPH = (
 
 def claims_section(doc: Document, results: dict) -> None:
     """Each configured claim: the paper's numbers, ours, the paired difference over seeds and the verdict."""
-    from probcl.report.claims import evaluate_claims
+    from probcl.report.claims import EVIDENCE_LABELS, evaluate_claims
 
     groups = results["groups"]
     doc.paragraph(
@@ -99,8 +123,12 @@ def claims_section(doc: Document, results: dict) -> None:
         "*not reproduced* (includes 0 and excludes the paper's effect), *inconclusive at this budget* "
         "(otherwise, or a single seed). The papers' settings (datasets, networks, epochs) differ from ours."
     )
+    doc.paragraph("**Which evidence decides a claim.** " + EVIDENCE_RULE)
     verdicts = evaluate_claims(results, results["config"]["claims"])
     verdict_table(doc, verdicts)
+    if any(r.beyond for r in verdicts):
+        doc.paragraph("Beyond the paper (judged the same way, not part of any verdict):")
+        beyond_table(doc, verdicts)
     for r in verdicts:
         doc.heading(f"{r.claim.paper}: {r.claim.statement}", 3)
         doc.paragraph(f"Paper: {r.claim.paper_numbers}." + (f" {r.claim.notes}" if r.claim.notes else ""))
@@ -111,9 +139,19 @@ def claims_section(doc: Document, results: dict) -> None:
             )
             interval = f"[{c.interval[0]:+.3g}, {c.interval[1]:+.3g}]" if c.interval else "—"
             mean = f"{c.mean:+.3g}" if c.mean is not None else "—"
-            rows.append([c.label, ours or "—", str(len(c.seeds)), mean, interval, c.verdict, c.reason()])
+            evidence = EVIDENCE_LABELS[c.evidence]
+            rows.append([c.label, evidence, ours or "—", str(len(c.seeds)), mean, interval, c.verdict, c.reason()])
         doc.table(
-            ["comparison", "ours (mean ± std over seeds)", "seeds", "difference", "95 % interval", "verdict", "why"],
+            [
+                "comparison",
+                "evidence",
+                "ours (mean ± std over seeds)",
+                "seeds",
+                "difference",
+                "95 % interval",
+                "verdict",
+                "why",
+            ],
             rows,
         )
 

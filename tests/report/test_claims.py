@@ -54,3 +54,33 @@ def test_comparisons_pair_cells_by_seed_and_skip_seeds_with_a_missing_cell():
 def test_every_registered_claim_names_the_paper_and_its_numbers():
     assert {CLAIMS.get(n).paper for n in CLAIMS.names()} == {"EBCLR", "VEM", "TaU", "CEB"}
     assert all(CLAIMS.get(n).paper_numbers and CLAIMS.get(n).comparisons for n in CLAIMS.names())
+
+
+def test_only_the_papers_kind_of_evidence_decides_a_claim():
+    """A contradicted stress-set comparison (beyond the paper) is reported, but the paper's kind decides."""
+    from probcl.report.claims import Claim, ClaimResult
+
+    by_seed = {
+        s: {"tau": {"near": 0.5 + d, "noise": 0.1}, "chance": {"near": 0.5, "noise": 0.5}}
+        for s, d in enumerate([0.1, 0.2, 0.15])
+    }
+    paper = Comparison("near OOD", difference(metric("tau", "near"), metric("chance", "near")))
+    beyond = Comparison("noise", difference(metric("tau", "noise"), metric("chance", "noise")), evidence="beyond")
+    claim = Claim("TaU", "detects OOD", "numbers", (paper, beyond))
+    result = ClaimResult("x", claim, [judge(c, by_seed) for c in claim.comparisons])
+    assert [c.verdict for c in result.comparisons] == ["reproduced", "contradicted"]
+    assert result.verdict == "reproduced" and result.deciding.label == "near OOD"  # the weakest would be noise
+    assert [c.label for c in result.beyond] == ["noise"]
+    with pytest.raises(ValueError, match="evidence"):
+        Comparison("x", metric("a", "m"), evidence="synthetic")
+
+
+def test_stress_sets_and_probcls_own_baselines_never_decide_the_tau_and_vem_claims():
+    deciding = {
+        name: [c.label for c in CLAIMS.get(name).comparisons if c.evidence == "paper"]
+        for name in ("tau-ood", "tau-posthoc", "vem-calibration")
+    }
+    assert all("noise" not in label and "inverted" not in label for labels in deciding.values() for label in labels)
+    assert all("backbone kNN" not in label for label in deciding["tau-ood"])
+    assert all("SGD probe" in label for label in deciding["vem-calibration"])  # the paper's protocol (App. D)
+    assert len(deciding["tau-ood"]) == 2 and len(deciding["tau-posthoc"]) == 2  # held-out classes, digits
