@@ -23,9 +23,10 @@ from common import diagnose_each, per_run_parser
 
 from probcl.data.ood_sets import GENERATED, generated_set
 from probcl.eval import ModelOnData
-from probcl.eval.id_reference import COMBINED, ReferenceOptions, fit_reference
+from probcl.eval.id_reference import ReferenceOptions, fit_reference
 from probcl.eval.inputs import calibration_halves
 from probcl.eval.ood import ood_metrics
+from probcl.eval.score_table import COMBINED
 
 FAR = ["digits", *GENERATED]
 

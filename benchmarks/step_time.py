@@ -23,10 +23,10 @@ from common import optimiser_step
 from probcl.config import load_config
 from probcl.core.io import atomic_write_json
 from probcl.core.presets import resolve_config_path
-from probcl.data.datasets import load_dataset
+from probcl.data.info import data_info_for
+from probcl.data.loaders import load_dataset
 from probcl.methods import METHODS
 from probcl.methods.optim import build_optimizer
-from probcl.tasks.pretrain import data_info_for
 
 # BYOL and C-BYOL read their EMA schedule from a Lightning Trainer, so they are timed by `probcl pretrain` only.
 FMNIST_METHODS = ("simclr", "moco", "simsiam", "vem-langevin", "vem-svgd", "ebclr", "tau-simclr", "c-simclr")

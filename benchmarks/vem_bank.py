@@ -48,8 +48,8 @@ from lightning.pytorch.callbacks import Callback
 import probcl
 from probcl.config import parse_override_value, to_plain
 from probcl.core.io import atomic_write_json, read_json
-from probcl.core.metrics_log import read_rows
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
+from probcl.core.metrics_file import read_rows
 from probcl.tasks.benchmark_grid import Cell, cell_config, load_benchmark
 from probcl.tasks.benchmark_results import hardware
 
@@ -220,9 +220,10 @@ def final_state(cfg, run_dir: Path, images: int = FINAL_IMAGES) -> dict:
     path = run_dir / FINAL_FILE
     if path.exists():
         return read_json(path)
-    from probcl.data.datasets import TensorImages, load_dataset, random_subset
+    from probcl.data.info import data_info_for
+    from probcl.data.loaders import load_dataset
+    from probcl.data.sources import TensorImages, random_subset
     from probcl.methods import METHODS
-    from probcl.tasks.pretrain import data_info_for
 
     d = cfg.data
     train = load_dataset(d.dataset, "train", d.root, d.download, d.image_size)
@@ -281,7 +282,7 @@ def run_config(bench, base_dir: Path, label: str, seed: int, root: Path, extra: 
 
 def run_one(bench, base_dir: Path, label: str, args: argparse.Namespace, extra: dict) -> dict:
     """Pretrain (unless done) and evaluate (unless done) one run; returns its record."""
-    from probcl.tasks.evaluate import evaluate_run
+    from probcl.tasks.evaluate import EvaluateSettings, evaluate_run
     from probcl.tasks.pretrain import pretrain
 
     cfg = run_config(bench, base_dir, label, args.seed, Path(args.out), extra)
@@ -302,16 +303,15 @@ def run_one(bench, base_dir: Path, label: str, args: argparse.Namespace, extra: 
     done = read_json(RunPaths(run_dir).eval, {}) or {}
     if not {"linear", "knn"} <= set(done):
         start = time.perf_counter()
-        evaluate_run(
-            run_dir,
-            ["linear", "knn"],
-            bench.eval.device,
-            bench.eval.batch_size,
+        settings = EvaluateSettings(
+            device=bench.eval.device,
+            batch_size=bench.eval.batch_size,
             max_train=bench.eval.max_train,
             data_root=bench.eval.data_root,
             figures=False,
             report=False,
         )
+        evaluate_run(run_dir, ["linear", "knn"], settings)
         record["eval_seconds"] = round(time.perf_counter() - start, 1)
         atomic_write_json(record_path, record)
         done = read_json(RunPaths(run_dir).eval, {})

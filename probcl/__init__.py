@@ -12,7 +12,7 @@ def __getattr__(name: str) -> Any:
     """``probcl.load`` and ``probcl.evaluate`` are imported on first use, so that ``import probcl`` (and
     ``probcl --help``) stays light."""
     if name == "load":
-        from probcl.core.runs import load
+        from probcl.runs.loading import load
 
         return load
     if name == "evaluate":

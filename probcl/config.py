@@ -1,76 +1,78 @@
-"""Typed run configuration: dataclasses, YAML loading, dotted CLI overrides and validation.
+"""probcl's run configuration: the schema (a tree of dataclasses), YAML loading and dotted CLI overrides.
 
-A config is a tree of dataclasses. ``from_dict`` converts plain YAML data into it and
-rejects unknown keys, wrong types and out-of-range values with one message that names the
-key and the valid choices. Bounds are declared on the fields
-(``lr: Annotated[float, Positive] = 1e-3``) and checked by ``from_dict``, so every section
-and every method's ``Params`` dataclass (its ``method_args``) is validated by the same code.
+The schema's fields declare their bounds (``lr: Annotated[float, Positive] = 1e-3``), checked by
+:func:`~probcl.core.typed_config.from_dict` with one message that names the key and the valid choices, so
+every section and every method's ``Params`` dataclass (its ``method_args``) is validated by the same code.
 Checks that relate two fields stay explicit (``__post_init__`` or ``Config.validate``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 
+from probcl.core.backbone_names import FAMILIES, resolve_backbone
+from probcl.core.deprecation import warn_renamed
+from probcl.core.io import atomic_write_text
+from probcl.core.typed_config import (
+    AtLeast,
+    Bound,
+    InRange,
+    NonNegative,
+    OneOf,
+    Positive,
+    Probability,
+    check_bounds,
+    dotted,
+    from_dict,
+    parse_override_value,
+    set_dotted,
+    to_plain,
+)
 from probcl.errors import ConfigError
 
-
-def _number(value: float | None) -> str:
-    """A bound as written in messages: whole numbers in full (4294967295, not 4.29e+09), others short."""
-    if value is None:
-        return ""
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
-@dataclass(frozen=True)
-class Bound:
-    """A numeric range a config field must lie in; ``None`` values (unset options) always pass."""
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-
-    def describe(self) -> str:
-        """The range as the error message states it: ``> 0``, ``>= 1`` or ``in [0, 1)``."""
-        low, high = _number(self.low), _number(self.high)
-        if self.high is None:
-            return f"{'>' if self.low_open else '>='} {low}"
-        if self.low is None:
-            return f"{'<' if self.high_open else '<='} {high}"
-        return f"in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
-
-    def check(self, key: str, value: float | None) -> None:
-        """Raise ConfigError naming ``key`` and the range unless ``value`` lies in it."""
-        if value is None:
-            return
-        too_low = self.low is not None and (value <= self.low if self.low_open else value < self.low)
-        too_high = self.high is not None and (value >= self.high if self.high_open else value > self.high)
-        if too_low or too_high:
-            raise ConfigError(f"{key} must be {self.describe()}, got {value}")
-
-
-Positive = Bound(0.0, low_open=True)
-NonNegative = Bound(0.0)
-Probability = Bound(0.0, 1.0)
+# the typed-config machinery is re-exported: a schema module is where field bounds are looked for
+__all__ = [
+    "ALIASES",
+    "AtLeast",
+    "AugmentConfig",
+    "Bound",
+    "check_bounds",
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "dotted",
+    "FLAG_ALIASES",
+    "from_dict",
+    "InRange",
+    "load_config",
+    "LOGGERS",
+    "MAX_SEED",
+    "ModelConfig",
+    "NonNegative",
+    "OneOf",
+    "OptimConfig",
+    "parse_override_value",
+    "parse_overrides",
+    "Positive",
+    "Probability",
+    "recipe",
+    "recipe_changes",
+    "save_config",
+    "Seed",
+    "set_dotted",
+    "to_plain",
+    "TrainConfig",
+    "VIEW_PRESETS",
+    "ViewParams",
+]
 
 
-def AtLeast(low: float) -> Bound:
-    """Values >= ``low`` (counts: ``Annotated[int, AtLeast(1)]``)."""
-    return Bound(low)
-
-
-def InRange(low: float, high: float, *, low_open: bool = False, high_open: bool = False) -> Bound:
-    """Values between ``low`` and ``high`` (``InRange(0, 1, high_open=True)``: [0, 1))."""
-    return Bound(low, high, low_open, high_open)
+OnUnreadable = Literal["skip", "error"]  # what to do with image files that cannot be read
 
 
 @dataclass
@@ -85,13 +87,52 @@ class DataConfig:
         None  # use only this many (seeded) training images, for quick runs
     )
     num_workers: Annotated[int, NonNegative] = 0  # loader processes (folder datasets decode images in them)
+    # every image converted to 1 (gray) or 3 (RGB) channels; auto: the dataset's own, and for a folder RGB when
+    # any of its images is colour, gray when all are gray (an alpha channel is dropped, not composited)
+    channels: Literal["auto", 1, 3] = "auto"
+    # image files that cannot be read: skip them (one line gives their count and RUN/unreadable.txt lists them:
+    # one damaged file among thousands should not cost a run) or error (stop before training, listing them all)
+    on_unreadable: OnUnreadable = "skip"
+
+
+@dataclass(frozen=True)
+class ViewParams:
+    """Parameters of one augmentation recipe; ``*_prob`` pairs are (view 1, view 2)."""
+
+    crop_scale: tuple[float, float] = (0.08, 1.0)
+    flip: float = 0.5
+    jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.4, 0.1)  # brightness, contrast, saturation, hue
+    jitter_prob: float = 0.8
+    grayscale_prob: float = 0.2
+    blur_prob: tuple[float, float] = (0.0, 0.0)
+    blur_sigma: tuple[float, float] = (0.1, 2.0)
+    solarize_prob: tuple[float, float] = (0.0, 0.0)
+    noise_std: float = 0.0
+
+
+VIEW_PRESETS: dict[str, ViewParams] = {  # augment.preset: the named recipes (data/augment.py draws them)
+    # 28x28 grayscale on a CPU budget: gentler crops, brightness/contrast only.
+    "small": ViewParams(crop_scale=(0.4, 1.0), jitter=(0.4, 0.4, 0.0, 0.0), grayscale_prob=0.0),
+    # SimCLR (Chen et al. 2020), appendix A: colour distortion strength 1.0, blur on both views.
+    "simclr": ViewParams(jitter=(0.8, 0.8, 0.8, 0.2), blur_prob=(0.5, 0.5)),
+    # BYOL / C-BYOL (CEB paper Table 6): asymmetric blur and solarisation.
+    "byol": ViewParams(jitter=(0.4, 0.4, 0.2, 0.1), blur_prob=(1.0, 0.1), solarize_prob=(0.0, 0.2)),
+    # MoCo v2: crop 0.2-1, jitter 0.4/0.4/0.4/0.1, blur p=0.5.
+    "moco": ViewParams(crop_scale=(0.2, 1.0), blur_prob=(0.5, 0.5)),
+    # EBCLR authors' code for MNIST / FMNIST: random resized crop + Gaussian noise 0.03, nothing else.
+    "ebclr-gray": ViewParams(flip=0.0, jitter=(0, 0, 0, 0), jitter_prob=0.0, grayscale_prob=0.0, noise_std=0.03),
+    # EBCLR authors' code for CIFAR: SimCLR colour + always blur (kernel 3) + noise 0.03.
+    "ebclr-color": ViewParams(jitter=(0.8, 0.8, 0.8, 0.2), blur_prob=(1.0, 1.0), noise_std=0.03),
+    # No augmentation: both views are the (normalized) input.
+    "none": ViewParams(crop_scale=(1.0, 1.0), flip=0.0, jitter=(0, 0, 0, 0), jitter_prob=0.0, grayscale_prob=0.0),
+}
 
 
 @dataclass
 class AugmentConfig:
     """View generation: a named preset, with optional overrides of its parameters."""
 
-    preset: Literal["small", "simclr", "byol", "moco", "ebclr-gray", "ebclr-color", "none"] = "small"
+    preset: Annotated[str, OneOf(VIEW_PRESETS)] = "small"  # a recipe of VIEW_PRESETS; the keys below override it
     crop_scale: tuple[float, float] | None = None
     flip: Annotated[float | None, Probability] = None
     jitter_strength: Annotated[float | None, NonNegative] = None  # brightness/contrast(/saturation) amplitude
@@ -103,24 +144,11 @@ class AugmentConfig:
     normalize: Literal["dataset", "symmetric"] = "dataset"  # dataset mean/std, or [0,1] -> [-1,1]
 
 
-BACKBONES = ("cnn", "resnet18", "resnet50")  # probcl's own backbones; besides them: timm:<name>
-TIMM_PREFIX = "timm:"  # model.backbone timm:<name>: a timm model (optional extra `timm`)
-
-
-def import_timm(backbone: str) -> types.ModuleType:
-    """The ``timm`` module, or one ConfigError saying how to install it."""
-    try:
-        import timm
-    except ImportError:
-        raise ConfigError(f"model.backbone {backbone} needs timm: pip install probcl[timm]") from None
-    return timm
-
-
 @dataclass
 class ModelConfig:
     """Backbone and projection head."""
 
-    backbone: str = "cnn"  # one of BACKBONES, or timm:<name> (any model of timm.list_models(); random init)
+    backbone: str = "cnn"  # cnn, resnet18, resnet50, or timm:<name> (any model of timm.list_models(); random init)
     width: Annotated[int, AtLeast(1)] = 32  # base width of the small CNN
     pool: Annotated[int, AtLeast(1)] = (
         1  # small CNN: average-pool the last map to pool x pool cells (4 * width * pool^2 features)
@@ -136,22 +164,13 @@ class ModelConfig:
     dropout2d: Annotated[float, InRange(0.0, 1.0, high_open=True)] = 0.0
 
     def __post_init__(self) -> None:
-        if self.dropout2d > 0 and self.backbone.startswith(TIMM_PREFIX):
+        family = resolve_backbone(self.backbone).family
+        own = ", ".join(n for f in FAMILIES if f.own_layers for n in f.names)
+        if not family.own_layers and self.dropout2d > 0:
+            raise ConfigError(f"model.dropout2d applies to probcl's own backbones ({own}), not {self.backbone}")
+        if not family.own_layers and (self.norm != "bn" or self.act != "relu"):
             raise ConfigError(
-                f"model.dropout2d applies to probcl's own backbones ({', '.join(BACKBONES)}), not {self.backbone}"
-            )
-        if not self.backbone.startswith(TIMM_PREFIX):
-            if self.backbone not in BACKBONES:
-                raise ConfigError(
-                    f"model.backbone must be one of {', '.join(BACKBONES)} or timm:NAME; got {self.backbone!r}"
-                )
-            return
-        name = self.backbone.removeprefix(TIMM_PREFIX)
-        if not import_timm(self.backbone).is_model(name):
-            raise ConfigError(f"model.backbone: unknown timm model {name!r}; see timm.list_models()")
-        if self.norm != "bn" or self.act != "relu":
-            raise ConfigError(
-                f"model.norm / model.act apply to probcl's own backbones ({', '.join(BACKBONES)}); "
+                f"model.norm / model.act apply to probcl's own backbones ({own}); "
                 f"{self.backbone} keeps its own layers: leave them at bn / relu"
             )
 
@@ -175,6 +194,7 @@ class OptimConfig:
 
 
 MAX_SEED = 2**32 - 1  # numpy's and Lightning's seed range
+Seed = Annotated[int, InRange(0, MAX_SEED)]  # a seed field of any options object
 LOGGERS = ("tensorboard", "wandb", "mlflow")  # valid train.loggers names
 
 
@@ -184,7 +204,7 @@ class TrainConfig:
 
     epochs: Annotated[int, AtLeast(1)] = 10
     batch_size: Annotated[int, AtLeast(2)] = 256
-    seed: Annotated[int, InRange(0, MAX_SEED)] = 0
+    seed: Seed = 0
     accelerator: str = "auto"  # cpu | gpu | auto
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
@@ -239,22 +259,11 @@ class Config:
         return self
 
 
-def to_plain(obj: Any) -> Any:
-    """Dataclasses and tuples -> dicts and lists (YAML/JSON friendly)."""
-    if dataclasses.is_dataclass(obj):
-        return {f.name: to_plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [to_plain(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: to_plain(v) for k, v in obj.items()}
-    return obj
-
-
 NOT_THE_RECIPE: dict[str, tuple[str, ...]] = {
     # where a run lives, and the weights it started from (read at step 0 only, which a resumed run is past)
     "": ("run_dir", "init"),
     # where the images are and how they are read
-    "data": ("root", "num_workers", "download"),
+    "data": ("root", "num_workers", "download", "on_unreadable"),
     # how fast, how it is watched and how often it is saved; not what the run learns
     "train": (
         "precision",
@@ -282,140 +291,10 @@ def recipe(tree: dict) -> dict:
     return kept
 
 
-def dotted(tree: dict, prefix: str = "") -> dict:
-    """Nested settings as {"section.key": value}."""
-    out = {}
-    for key, value in tree.items():
-        if isinstance(value, dict) and value:
-            out.update(dotted(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def recipe_changes(saved: dict, new: dict) -> list[str]:
     """``key (saved A, now B)`` for every recipe setting (see :func:`recipe`) that differs."""
     a, b = dotted(recipe(saved)), dotted(recipe(new))
     return [f"{k} (saved {a.get(k)!r}, now {b.get(k)!r})" for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
-
-
-def _convert(value: Any, tp: Any, key: str) -> Any:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin is Annotated:
-        converted = _convert(value, args[0], key)
-        for bound in (a for a in args[1:] if isinstance(a, Bound)):
-            bound.check(key, converted)
-        return converted
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        errors = []
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return _convert(value, arg, key)
-            except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(errors[0] if errors else f"{key}: invalid value {value!r}")
-    if origin is Literal:
-        if value not in args:
-            raise ConfigError(f"{key} must be one of {', '.join(map(str, args))}; got {value!r}")
-        return value
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, key)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise ConfigError(f"{key} must be a list of {len(args)} values, got {value!r}")
-        return tuple(_convert(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-    if origin is list:
-        if isinstance(value, str):
-            value = [v for v in value.split(",") if v]
-        elif isinstance(value, (int, float)):  # one value given for a list (`--option ood.knn_k=10`)
-            value = [value]
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key} must be a list, got {value!r}")
-        return [_convert(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)] if args else list(value)
-    if tp is dict or origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key} must be a mapping, got {value!r}")
-        if len(args) == 2:  # typed values (dict[str, SomeDataclass]) are converted one by one
-            return {k: _convert(v, args[1], f"{key}.{k}") for k, v in value.items()}
-        return dict(value)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
-            return value.lower() in ("true", "yes", "1")
-        raise ConfigError(f"{key} must be true or false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise ConfigError(f"{key} must be an integer, got {value!r}")
-        try:
-            as_float = float(value)
-        except ValueError:
-            raise ConfigError(f"{key} must be an integer, got {value!r}") from None
-        if not as_float.is_integer():
-            raise ConfigError(f"{key} must be an integer, got {value!r}")
-        return int(as_float)
-    if tp is float:
-        if isinstance(value, bool):
-            raise ConfigError(f"{key} must be a number, got {value!r}")
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key} must be a number, got {value!r}") from None
-    if tp is str:
-        if not isinstance(value, (str, int, float)):
-            raise ConfigError(f"{key} must be a string, got {value!r}")
-        return str(value)
-    return value
-
-
-def from_dict(cls: type, data: dict | None, prefix: str = "") -> Any:
-    """Build dataclass ``cls`` from ``data``, rejecting unknown keys and ill-typed values."""
-    data = {} if data is None else data
-    if not isinstance(data, dict):
-        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {data!r}")
-    hints = typing.get_type_hints(cls, include_extras=True)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        where = f"{prefix}." if prefix else ""
-        raise ConfigError(
-            f"unknown config key(s) {', '.join(where + k for k in unknown)}; "
-            f"valid keys{' of ' + prefix if prefix else ''}: {', '.join(fields)}"
-        )
-    missing = [
-        name
-        for name, f in fields.items()
-        if name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-    ]
-    if missing:
-        where = f"{prefix}." if prefix else ""
-        raise ConfigError(f"missing config key(s) {', '.join(where + k for k in missing)}; give a value for each")
-    kwargs = {k: _convert(v, hints[k], f"{prefix}.{k}" if prefix else k) for k, v in data.items()}
-    return cls(**kwargs)
-
-
-def set_dotted(tree: dict, dotted: str, value: Any) -> None:
-    """Set ``tree['a']['b'] = value`` for ``dotted='a.b'``, creating levels as needed."""
-    parts = dotted.split(".")
-    node = tree
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"cannot set {dotted}: {part} is not a section")
-    node[parts[-1]] = value
-
-
-def parse_override_value(text: str) -> Any:
-    """CLI override text -> YAML scalar/list (``0.2`` -> float, ``[0.5,1]`` -> list, ``true`` -> bool)."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
 
 
 # Short CLI flags that stand for config keys (`probcl pretrain --epochs 5` = `--train.epochs 5`).
@@ -443,7 +322,10 @@ FLAG_ALIASES = {"--download", "--sync-batchnorm"}  # take no value
 
 
 def parse_overrides(tokens: list[str]) -> dict:
-    """``--a.b value``, ``--a.b=value`` and the aliases above -> {dotted key: parsed value}."""
+    """``--a.b value``, ``--a.b=value`` and the aliases above -> {dotted key: parsed value}.
+
+    A config key is spelled as in YAML (``--train.batch_size``); its dashed spelling (``--train.batch-size``)
+    still works for one release and says the key's spelling once."""
     overrides, i = {}, 0
     while i < len(tokens):
         token = tokens[i]
@@ -455,6 +337,8 @@ def parse_overrides(tokens: list[str]) -> dict:
             i += 1
             continue
         dotted = ALIASES.get(key, key[2:].replace("-", "_"))
+        if key not in ALIASES and "-" in key[2:]:
+            warn_renamed(key, f"--{dotted}")
         if not value:
             if i + 1 >= len(tokens):
                 raise ConfigError(f"{key} needs a value")
@@ -483,6 +367,4 @@ def load_config(path: str | os.PathLike | None = None, overrides: dict[str, Any]
 
 def save_config(cfg: Config, path: str | os.PathLike) -> None:
     """Write the resolved config as YAML, atomically."""
-    from probcl.core.io import atomic_write_text
-
     atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

@@ -6,6 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from probcl.commands._options import options_from_flags
+from probcl.config import ModelConfig
+from probcl.core.deprecation import RenamedFlag
 from probcl.core.progress import print_table
 
 NAME = "evaluate"
@@ -14,12 +17,13 @@ HELP = (
     "encoder's weights (--weights FILE --model.backbone NAME; results into --out)"
 )
 MODEL_KEYS = {  # --model.KEY: the architecture of --weights (ModelConfig keys; default: the .json sidecar's)
-    "backbone": "architecture of --weights: cnn, resnet18, resnet50, timm:NAME or torchvision:NAME",
+    "backbone": "architecture of --weights: cnn, resnet18, resnet50, timm:NAME or torchvision:NAME (default: the "
+    "weights' .json sidecar's; required without one)",
     "width": "cnn: base width",
     "pool": "cnn: pooled grid size",
     "norm": "bn or none",
     "act": "relu or leaky_relu",
-    "cifar_stem": "resnet18/50: 3x3 stride-1 stem, no max-pool (default true; false for torchvision ResNet weights)",
+    "cifar_stem": "resnet18/50: 3x3 stride-1 stem, no max-pool (false for torchvision ResNet weights)",
 }
 
 
@@ -37,9 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--features",
-        default="backbone",
+        dest="feature_layer",
         choices=["backbone", "projection", "pixels"],
-        help="feature layer; 'pixels' gives the raw-pixel baseline",
+        help="feature layer; 'pixels' gives the raw-pixel baseline (default: backbone)",
     )
     p.add_argument(
         "--option",
@@ -49,13 +53,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="suite option, e.g. --option ood.datasets=digits,mnist (repeatable; see the README's Evaluations table)",
     )
     p.add_argument(
-        "--max-train", type=int, default=None, help="seeded subset of this many training images for probes and kNN"
+        "--max-train",
+        type=int,
+        help="seeded subset of this many training images for probes and kNN (default: all of them)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of the --max-train subset and the offline probe")
-    p.add_argument("--batch-size", type=int, default=512, help="images per forward pass")
-    p.add_argument("--num-workers", type=int, default=0, help="image-decoding processes for folder datasets")
-    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
-    p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
+    p.add_argument("--seed", type=int, help="seed of the --max-train subset and the offline probe (default: 0)")
+    p.add_argument("--inference-batch-size", dest="batch_size", type=int, help="images per forward pass (default: 512)")
+    p.add_argument(
+        "--batch-size",
+        dest="batch_size",
+        type=int,
+        action=RenamedFlag,
+        new="--inference-batch-size",
+        help=argparse.SUPPRESS,
+    )
+    p.add_argument("--num-workers", type=int, help="image-decoding processes for folder datasets (default: 0)")
+    p.add_argument("--device", help="auto (CUDA when present), cpu, cuda, cuda:1, ... (default: auto)")
+    p.add_argument("--data-root", help="data root (default: the run's data.root, $PROBCL_DATA)")
+    p.add_argument(
+        "--on-unreadable",
+        default="skip",
+        choices=["skip", "error"],
+        help="image files that cannot be read: skip them (one line gives the count, RUN/unreadable.txt the list) "
+        "or stop before any work, listing them all (default: skip)",
+    )
     p.add_argument(
         "--no-report",
         dest="report",
@@ -67,15 +88,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     enc.add_argument(
         "--weights",
         help="backbone state_dict (.safetensors, .pt, .pth, .bin): `probcl export`, "
-        "torchvision, timm or solo-learn weights",
+        "torchvision, timm or solo-learn weights (default: none; evaluate RUN)",
     )
     for key, text in MODEL_KEYS.items():
+        if "default" not in text:
+            text += f" (default: the weights' .json sidecar's, else {getattr(ModelConfig(), key)})"
         enc.add_argument(f"--model.{key}", dest=f"model_{key}", default=None, metavar="VALUE", help=text)
     enc.add_argument(
         "--weights-prefix",
         default=None,
         metavar="PREFIX",
-        help="use only the tensors named PREFIX..., without it (e.g. 'backbone.')",
+        help="use only the tensors named PREFIX..., without it (e.g. 'backbone.'; default: every tensor)",
     )
     enc.add_argument("--dataset", default=None, help="evaluation dataset spec (default: fashion-mnist)")
     enc.add_argument(
@@ -85,7 +108,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="input normalisation mean per channel, e.g. "
         "0.485,0.456,0.406 (default: the .json sidecar's, else the dataset's)",
     )
-    enc.add_argument("--std", type=_floats, default=None, help="input normalisation std per channel")
+    enc.add_argument(
+        "--std",
+        type=_floats,
+        default=None,
+        help="input normalisation std per channel (default: the .json sidecar's, else the dataset's)",
+    )
     enc.add_argument("--image-size", type=int, default=None, help="input size (default: the dataset's)")
     enc.add_argument(
         "--channels",
@@ -93,30 +121,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="input channels (default: the sidecar's, 3 for torchvision:, else the dataset's)",
     )
-    enc.add_argument("--out", default=None, help="folder for eval.json and plots/ (default: runs/eval-<weights name>)")
-
-
-def _settings(args: argparse.Namespace, options: dict) -> dict:
-    """The evaluation settings shared by runs and foreign encoders, as keyword arguments."""
-    return dict(
-        device=args.device,
-        batch_size=args.batch_size,
-        feature_layer=args.features,
-        max_train=args.max_train,
-        data_root=args.data_root,
-        options=options,
-        seed=args.seed,
-        num_workers=args.num_workers,
-        report=args.report,
+    enc.add_argument(
+        "--out",
+        default=None,
+        help="folder for eval.json and plots/ (default: runs/eval-<weights name>-<hash8>, the hash of the weights' "
+        "content and preprocessing; a folder with other weights' results is refused)",
     )
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from probcl.core.typed_config import parse_suite_options
     from probcl.errors import ConfigError
-    from probcl.eval.suites import parse_suite_options
+    from probcl.tasks.evaluate import EvaluateSettings
 
     suites = [s.strip() for s in args.suite.split(",") if s.strip()]
-    options = parse_suite_options(args.option)
+    settings = options_from_flags(
+        EvaluateSettings,
+        args,
+        {"batch_size": "--inference-batch-size", "feature_layer": "--features", "report": "--no-report"},
+        options=parse_suite_options(args.option),
+    )
     given = vars(args)
     model = {key: given[f"model_{key}"] for key in MODEL_KEYS if given[f"model_{key}"] is not None}
     encoder_args = {
@@ -144,13 +168,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 f"{', '.join(stray)}: only with --weights; a run is evaluated on its training data "
                 f"with its own architecture and preprocessing"
             )
-        results = evaluate_run(args.run, suites, **_settings(args, options))
+        results = evaluate_run(args.run, suites, settings)
         out = Path(args.run)
         title = f"evaluation of {args.run}"
     else:
         from probcl.config import DataConfig
-        from probcl.eval.encoder import load_encoder
-        from probcl.tasks.evaluate import evaluate_encoder, format_table
+        from probcl.models.encoder import load_encoder
+        from probcl.tasks.evaluate import encoder_folder, evaluate_encoder, format_table
 
         encoder = load_encoder(
             args.weights,
@@ -160,14 +184,20 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             args.image_size,
             args.mean,
             args.std,
-            args.data_root,
+            settings.data_root,
             args.weights_prefix,
         )
-        out = Path(args.out or f"runs/eval-{encoder.name}")
-        results = evaluate_encoder(encoder, suites, out, **_settings(args, options))
+        out = Path(args.out) if args.out else encoder_folder(encoder)
+        results = evaluate_encoder(encoder, suites, out, settings)
         title = f"evaluation of {args.weights} on {encoder.data_info.dataset}"
     print_table(title, ("suite", "metric", "value"), format_table(results))
     print(f"results merged into {out / 'eval.json'}")
     if args.report:
         print(f"report in {out / 'report.md'} and {out / 'report.html'}")
+    for note in results.notes:
+        print(f"note: {note}")
+    if results.skipped:
+        print(f"skipped {len(results.skipped)} suite(s) that cannot run here:")
+        for suite, reason in results.skipped.items():
+            print(f"  {suite}: {reason}")
     return 0

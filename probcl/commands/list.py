@@ -1,11 +1,11 @@
-"""probcl list: registered methods, datasets, evaluation suites and presets, one name a line."""
+"""probcl list: registered methods, datasets, evaluation suites and presets (with a line each), one name a line."""
 
 from __future__ import annotations
 
 import argparse
 
 NAME = "list"
-HELP = "registered methods, datasets, evaluation suites and presets"
+HELP = "registered methods, datasets, evaluation suites and presets (each with its one-line description)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -14,19 +14,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.core.catalog import dataset_names, method_names, suite_names
-    from probcl.core.presets import list_presets
+    from probcl.core.presets import list_presets, preset_description
+    from probcl.data.specs import SPEC_FORMS
 
     groups = {
         "methods": method_names(),
-        "datasets": dataset_names(),
+        "datasets": dataset_names() + SPEC_FORMS,
         "suites": suite_names(),
         "presets": list_presets(),
     }
     titles = {"suites": "evaluation suites"}
+    width = max(map(len, groups["presets"]), default=0)
     for group, names in groups.items():
         if args.group and args.group != group:
             continue
         print(f"{titles.get(group, group)}:")
         for name in names:
-            print(f"  {name}")
+            print(f"  {name.ljust(width)}  {preset_description(name)}" if group == "presets" else f"  {name}")
     return 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from probcl.config import ALIASES, parse_overrides
+import yaml
+
+from probcl.config import ALIASES, Config, parse_overrides, to_plain
 from probcl.core.presets import resolve_config_path
 
 NAME = "pretrain"
@@ -16,9 +18,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.description = (
         "Pretrain with a YAML config; any config key can be overridden as --section.key VALUE "
         "(e.g. --train.epochs 5 --method_args.temperature 0.2). "
-        f"Short forms: {', '.join(ALIASES)}."
+        f"Short forms: {', '.join(ALIASES)}. `--print-config` prints every key with the value this command "
+        "would use (the method's own keys under method_args included). Presets ship inside the package "
+        "(probcl/presets/<dataset>/<name>.yaml, listed with a line each by `probcl list presets`); --config "
+        "<dataset>/<name> looks in ./configs/ first, so a ./configs/<dataset>/<name>.yaml of your own is found "
+        "before a packaged one of that name."
     )
-    p.add_argument("--config", help="YAML file or preset name (see `probcl list presets`)")
+    p.add_argument(
+        "--config",
+        help="YAML file or preset name (see `probcl list presets`; default: none, every key at its default "
+        "as --print-config shows)",
+    )
+    p.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config (YAML, every key, defaults filled in) and exit without training",
+    )
     resume = p.add_mutually_exclusive_group()
     resume.add_argument(
         "--resume",
@@ -32,11 +47,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def resolved_yaml(cfg: Config) -> str:
+    """The config as YAML with every key: the sections' and the method's Params, defaults filled in."""
+    from probcl.methods import METHODS
+
+    tree = cfg.to_dict()
+    tree["method_args"] = to_plain(METHODS.get(cfg.method).params(cfg))
+    return yaml.safe_dump(tree, sort_keys=False)
+
+
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.config import load_config
     from probcl.tasks.pretrain import pretrain
 
     cfg = load_config(resolve_config_path(args.config), parse_overrides(extra))
+    if args.print_config:
+        print(resolved_yaml(cfg), end="")
+        return 0
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
     run_dir = pretrain(cfg, resume=args.resume)

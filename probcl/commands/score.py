@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import math
+from typing import Any
+
+from probcl.core.deprecation import RenamedFlag
 
 NAME = "score"
 HELP = "score every image of a dataset or folder: class, OOD scores, OOD flag and why (CSV or Parquet)"
-SKIPPED_SHOWN = 5
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run", help="run directory or .ckpt file")
     data = p.add_mutually_exclusive_group(required=True)
-    data.add_argument("--dataset", help="dataset to score: a registered name, folder:PATH or npz:PATH")
-    data.add_argument("--data", dest="dataset", help=argparse.SUPPRESS)  # the spelling of probcl <= 0.1
+    data.add_argument("--dataset", help="dataset to score: a registered name, folder:PATH or npz:PATH (required)")
+    data.add_argument("--data", dest="dataset", action=RenamedFlag, new="--dataset", help=argparse.SUPPRESS)
     p.add_argument(
         "--out",
         default=None,
@@ -25,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--html",
         default=None,
         metavar="PATH",
-        help="also write a self-contained HTML contact sheet of the least and most typical images",
+        help="also write a self-contained HTML contact sheet of the least and most typical images (default: none)",
     )
     p.add_argument(
         "--score",
@@ -43,7 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "input_stats and the method's own score); the ood suite's option ood.combination",
     )
     p.add_argument("--split", default="all", choices=["all", "train", "test"], help="split of --dataset to score")
-    p.add_argument("--k", type=int, default=10, help="neighbours of the kNN distances (TaU paper: 10)")
+    p.add_argument("--knn-k", type=int, default=10, help="neighbours of the kNN distances (TaU paper: 10)")
+    p.add_argument("--k", dest="knn_k", type=int, action=RenamedFlag, new="--knn-k", help=argparse.SUPPRESS)
     p.add_argument(
         "--ood-threshold-tpr",
         type=float,
@@ -61,13 +63,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--max-train",
         type=int,
         default=None,
-        help="seeded subset of this many training images to fit the scores (and offline probe) on",
+        help="seeded subset of this many training images to fit the scores (and offline probe) on "
+        "(default: all of them)",
     )
     p.add_argument(
         "--max-calibration",
         type=int,
         default=None,
-        help="seeded subset of this many test images to calibrate tail probabilities and thresholds on",
+        help="seeded subset of this many test images to calibrate tail probabilities and thresholds on "
+        "(default: all of them)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the subsets, calibration halves and offline probe")
     p.add_argument(
@@ -76,21 +80,77 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="refit the scores instead of reusing RUN/score-cache (and do not store them)",
     )
-    p.add_argument("--batch-size", type=int, default=256, help="images per forward pass")
+    p.add_argument("--inference-batch-size", dest="batch_size", type=int, default=256, help="images per forward pass")
+    p.add_argument(
+        "--batch-size",
+        dest="batch_size",
+        type=int,
+        action=RenamedFlag,
+        new="--inference-batch-size",
+        help=argparse.SUPPRESS,
+    )
     p.add_argument("--num-workers", type=int, default=0, help="image-decoding processes for folder datasets")
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
     p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
+    p.add_argument(
+        "--on-unreadable",
+        default="skip",
+        choices=["skip", "error"],
+        help="image files that cannot be read: skip them (one line gives the count, OUT.unreadable.txt the list) "
+        "or stop before any work, listing them all (default: skip)",
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="ood.KEY=VALUE",
+        help="the ood suite's options, spelled as for `probcl evaluate` (repeatable): "
+        "ood.combination=knn10,mahalanobis and ood.knn_k=10 (one k) set --combination and --knn-k",
+    )
+
+
+SHARED_OOD_OPTIONS = ("combination", "knn_k")  # the ood suite's options that score takes too
+
+
+def ood_options(items: list[str]) -> dict[str, Any]:
+    """The ood suite's options given with --option (the syntax of `probcl evaluate`) that score shares."""
+    from probcl.core.typed_config import parse_suite_options
+    from probcl.errors import ConfigError
+
+    options = parse_suite_options(items)
+    other = sorted(set(options) - {"ood"}) + sorted(
+        f"ood.{k}" for k in set(options.get("ood", {})) - set(SHARED_OOD_OPTIONS)
+    )
+    if other:
+        raise ConfigError(
+            f"probcl score takes the ood suite's options {', '.join('ood.' + k for k in SHARED_OOD_OPTIONS)}; "
+            f"got {', '.join(other)}"
+        )
+    ood = dict(options.get("ood", {}))
+    if "knn_k" in ood:
+        ks = ood["knn_k"] if isinstance(ood["knn_k"], list) else [ood["knn_k"]]
+        if len(ks) != 1 or not isinstance(ks[0], int):
+            raise ConfigError(f"probcl score uses one kNN neighbour count: ood.knn_k=10, got {ood['knn_k']!r}")
+        ood["knn_k"] = ks[0]
+    if isinstance(ood.get("combination"), list):
+        ood["combination"] = ",".join(map(str, ood["combination"]))
+    return ood
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.core.progress import print_table
     from probcl.tasks.score import ScoreOptions, score_dataset
 
+    ood = ood_options(args.option)
+    if "knn_k" in ood:
+        args.knn_k = ood["knn_k"]
+    if "combination" in ood:
+        args.combination = ood["combination"]
     combination = [s.strip() for s in args.combination.split(",") if s.strip()] if args.combination else None
     options = ScoreOptions(
         score=args.score,
         combination=combination,
-        k=args.k,
+        k=args.knn_k,
         tpr=args.ood_threshold_tpr,
         probe=args.probe,
         split=args.split,
@@ -102,13 +162,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         data_root=args.data_root,
         num_workers=args.num_workers,
         cache=args.cache,
+        on_unreadable=args.on_unreadable,
     )
     summary = score_dataset(args.run, args.dataset, args.out, options, html=args.html)
-    deciders = summary.combination if summary.score == "combined" else [summary.score]
     print_table(
         f"OOD decision: {summary.score} ({args.ood_threshold_tpr:.0%} of in-distribution images accepted)",
         ("score", "flag when its tail probability under the training data is below"),
-        [(name, f"{math.exp(-summary.thresholds[summary.score]):.3g}") for name in deciders],
+        [(name, f"{p:.3g}") for name, p in summary.tail_thresholds.items()],  # w_s exp(-T): what flags use
     )
     reused = "reused" if summary.cache.get("hit") else "fitted"
     print(
@@ -119,8 +179,4 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         print("flagged by: " + ", ".join(f"{name} {count}" for name, count in summary.flagged_by.items()))
     if summary.html is not None:
         print(f"contact sheet -> {summary.html}")
-    if summary.skipped:
-        shown = ", ".join(summary.skipped[:SKIPPED_SHOWN])
-        more = f" and {len(summary.skipped) - SKIPPED_SHOWN} more" if len(summary.skipped) > SKIPPED_SHOWN else ""
-        print(f"skipped {len(summary.skipped)} unreadable file(s): {shown}{more}")
     return 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
 
@@ -14,6 +16,24 @@ def rank() -> int:
     return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
 
 
+class _GatherWithGrad(torch.autograd.Function):
+    """all_gather forward; backward: the sum over ranks of the gradient every rank's loss sends to the gathered
+    tensor, sliced to this rank's rows (what ``torch.distributed.nn.functional.all_gather``, deprecated, did)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        parts = [torch.empty_like(x) for _ in range(world_size())]
+        dist.all_gather(parts, x.contiguous())
+        ctx.rows = len(x)
+        return torch.cat(parts, dim=0)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.contiguous()
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        return grad[rank() * ctx.rows : (rank() + 1) * ctx.rows]
+
+
 def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     """Concatenate ``x`` from all ranks along dim 0, keeping the autograd graph.
 
@@ -23,9 +43,16 @@ def gather_with_grad(x: torch.Tensor) -> torch.Tensor:
     """
     if world_size() == 1:
         return x
-    import torch.distributed.nn.functional as dist_fn
+    return _GatherWithGrad.apply(x)
 
-    return torch.cat(dist_fn.all_gather(x), dim=0)
+
+def gather_batch(*xs: torch.Tensor, gather: bool = True) -> tuple[list[torch.Tensor], int]:
+    """Each of ``xs`` (this rank's rows) concatenated over ranks with gradient (as given when ``gather`` is
+    off), and the global index of this rank's first row: a contrastive loss's candidates and where its own
+    anchors sit among them (rank r holds rows r*n .. r*n + n - 1; every rank has the same n)."""
+    if not gather:
+        return list(xs), 0
+    return [gather_with_grad(x) for x in xs], rank() * len(xs[0])
 
 
 @torch.no_grad()

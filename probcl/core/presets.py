@@ -1,4 +1,7 @@
-"""YAML presets shipped with the package (``probcl/presets/<dataset>/<method>.yaml``), found by name."""
+"""YAML presets shipped with the package (``probcl/presets/<dataset>/<method>.yaml``), found by name.
+
+A preset's first line is a comment that says what it is for in one line (``probcl list presets`` shows it).
+"""
 
 from __future__ import annotations
 
@@ -22,6 +25,15 @@ def list_presets() -> list[str]:
             for path in sorted(folder.rglob("*.yaml")):
                 seen.setdefault(str(path.relative_to(folder).with_suffix("")), None)
     return list(seen)
+
+
+def preset_description(name: str) -> str:
+    """The one-line description of preset ``name``: its first line, a ``#`` comment ("" when it has none)."""
+    path = resolve_config_path(name)
+    assert path is not None  # a name was given
+    with path.open() as file:
+        first = file.readline().strip()
+    return first[1:].strip() if first.startswith("#") else ""
 
 
 def resolve_config_path(name: str | None) -> Path | None:

@@ -8,52 +8,18 @@ crop, flip, jitter, ... parameters. ``Normalizer`` is the evaluation transform.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 import kornia.augmentation as K
 import torch
 from torch import nn
 
-from probcl.config import AugmentConfig
-
-
-@dataclass(frozen=True)
-class ViewParams:
-    """Parameters of one augmentation recipe; ``*_prob`` pairs are (view 1, view 2)."""
-
-    crop_scale: tuple[float, float] = (0.08, 1.0)
-    flip: float = 0.5
-    jitter: tuple[float, float, float, float] = (0.4, 0.4, 0.4, 0.1)  # brightness, contrast, saturation, hue
-    jitter_prob: float = 0.8
-    grayscale_prob: float = 0.2
-    blur_prob: tuple[float, float] = (0.0, 0.0)
-    blur_sigma: tuple[float, float] = (0.1, 2.0)
-    solarize_prob: tuple[float, float] = (0.0, 0.0)
-    noise_std: float = 0.0
-
-
-PRESETS: dict[str, ViewParams] = {
-    # 28x28 grayscale on a CPU budget: gentler crops, brightness/contrast only.
-    "small": ViewParams(crop_scale=(0.4, 1.0), jitter=(0.4, 0.4, 0.0, 0.0), grayscale_prob=0.0),
-    # SimCLR (Chen et al. 2020), appendix A: colour distortion strength 1.0, blur on both views.
-    "simclr": ViewParams(jitter=(0.8, 0.8, 0.8, 0.2), blur_prob=(0.5, 0.5)),
-    # BYOL / C-BYOL (CEB paper Table 6): asymmetric blur and solarisation.
-    "byol": ViewParams(jitter=(0.4, 0.4, 0.2, 0.1), blur_prob=(1.0, 0.1), solarize_prob=(0.0, 0.2)),
-    # MoCo v2: crop 0.2-1, jitter 0.4/0.4/0.4/0.1, blur p=0.5.
-    "moco": ViewParams(crop_scale=(0.2, 1.0), blur_prob=(0.5, 0.5)),
-    # EBCLR authors' code for MNIST / FMNIST: random resized crop + Gaussian noise 0.03, nothing else.
-    "ebclr-gray": ViewParams(flip=0.0, jitter=(0, 0, 0, 0), jitter_prob=0.0, grayscale_prob=0.0, noise_std=0.03),
-    # EBCLR authors' code for CIFAR: SimCLR colour + always blur (kernel 3) + noise 0.03.
-    "ebclr-color": ViewParams(jitter=(0.8, 0.8, 0.8, 0.2), blur_prob=(1.0, 1.0), noise_std=0.03),
-    # No augmentation: both views are the (normalized) input.
-    "none": ViewParams(crop_scale=(1.0, 1.0), flip=0.0, jitter=(0, 0, 0, 0), jitter_prob=0.0, grayscale_prob=0.0),
-}
+from probcl.config import VIEW_PRESETS, AugmentConfig, ViewParams
 
 
 def resolve_view_params(cfg: AugmentConfig) -> ViewParams:
     """The preset named in ``cfg`` with the config's explicit overrides applied."""
-    params = PRESETS[cfg.preset]
+    params = VIEW_PRESETS[cfg.preset]
     overrides = {
         name: getattr(cfg, name)
         for name in ("crop_scale", "flip", "jitter_prob", "grayscale_prob", "blur_prob", "solarize_prob", "noise_std")

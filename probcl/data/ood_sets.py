@@ -27,7 +27,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from probcl.data.datasets import TensorImages, conform
+from probcl.data.sources import TensorImages, conform
 from probcl.errors import ConfigError
 
 Generator = Callable[[torch.Tensor, torch.Generator], torch.Tensor]

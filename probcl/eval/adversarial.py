@@ -19,7 +19,7 @@ from typing import Annotated
 import torch
 import torch.nn.functional as F
 
-from probcl.config import AtLeast, Positive
+from probcl.config import AtLeast, Positive, Seed
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.inputs import id_test_images
@@ -102,7 +102,7 @@ class AdversarialOptions:
     eps: list[Annotated[float, Positive]] = field(default_factory=lambda: [4.0, 8.0])  # radii in units of 1/255
     pgd_steps: Annotated[int, AtLeast(1)] = 10
     max_images: Annotated[int | None, AtLeast(1)] = 1000  # seeded test subset
-    seed: int = 0
+    seed: Seed = 0
 
 
 @SUITES.register("adversarial", options=AdversarialOptions, title="Adversarial robustness")
@@ -111,7 +111,7 @@ def adversarial_suite(ctx: ModelOnData, options: AdversarialOptions) -> dict:
     pgd_steps, max_images, seed = options.pgd_steps, options.max_images, options.seed
     if ctx.feature_layer == "pixels":
         raise ConfigError("the adversarial suite attacks the encoder; use --features backbone or projection")
-    data, _ = id_test_images(ctx, max_images, seed)
+    data, _ = id_test_images(ctx, "adversarial", max_images, seed)
     _, probe = ctx.linear_probe()
     probe = _probe_on(probe, ctx.torch_device)
     embed = ctx.embed_fn()

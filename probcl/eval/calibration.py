@@ -14,7 +14,8 @@ from typing import Annotated
 import torch
 import torch.nn.functional as F
 
-from probcl.config import AtLeast, InRange
+from probcl.config import AtLeast, InRange, Seed
+from probcl.core.calibration_bins import calibration_errors
 from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
 from probcl.eval.linear import LinearProbe
@@ -36,17 +37,6 @@ def reliability_bins(confidence: torch.Tensor, correct: torch.Tensor, n_bins: in
     acc = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, index, correct) / count.clamp_min(1)
     conf = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, index, confidence) / count.clamp_min(1)
     return {"count": count.long().tolist(), "accuracy": acc.tolist(), "confidence": conf.tolist()}
-
-
-def calibration_errors(bins: dict[str, list]) -> tuple[float, float]:
-    """(ECE, MCE): sum_m |B_m|/n |acc - conf| (eq. 18) and max over non-empty bins of |acc - conf| (eq. 19)."""
-    count = torch.tensor(bins["count"], dtype=torch.float64)
-    gap = (
-        torch.tensor(bins["accuracy"], dtype=torch.float64) - torch.tensor(bins["confidence"], dtype=torch.float64)
-    ).abs()
-    if count.sum() == 0:
-        raise ConfigError("calibration errors need at least one prediction")
-    return float((count / count.sum() * gap).sum()), float(gap[count > 0].max())
 
 
 def brier_score(probs: torch.Tensor, labels: torch.Tensor) -> float:
@@ -92,7 +82,7 @@ class CalibrationOptions(ProbeOptions):
     bins: Annotated[int, AtLeast(1)] = N_BINS  # M equal-width confidence bins
     temperature_scaling: bool = True  # also report before/after temperature scaling
     holdout: Annotated[float, InRange(0, 1, low_open=True, high_open=True)] = 0.5  # share of the test set fitting T
-    seed: int = 0
+    seed: Seed = 0
 
 
 @SUITES.register("calibration", options=CalibrationOptions, title="Calibration")

@@ -1,6 +1,6 @@
 """One trained model on data: the layer that the evaluation suites and ``probcl score`` share.
 
-:class:`ModelOnData` loads a run's model once (or takes a :class:`~probcl.eval.encoder.ForeignEncoder`:
+:class:`ModelOnData` loads a run's model once (or takes a :class:`~probcl.models.encoder.ForeignEncoder`:
 any encoder with its preprocessing, no run directory), conforms datasets to its input (channels,
 size; the training split capped to a seeded ``max_train`` subset), runs batches through the
 model's public API (``embed``, ``project`` and, for :class:`HasUncertainty` methods,
@@ -10,28 +10,36 @@ model's public API (``embed``, ``project`` and, for :class:`HasUncertainty` meth
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import torch
 import torch.nn.functional as F
 
-from probcl.config import MAX_SEED
-from probcl.core.runs import RunPaths, load_run, resolve_device
-from probcl.data.datasets import ImageSource, Split, image_batches, load_dataset
+from probcl.config import AtLeast, NonNegative, Seed, check_bounds
+from probcl.core.devices import resolve_device
+from probcl.core.layout import RunPaths
+from probcl.data.info import DataInfo
+from probcl.data.loaders import image_batches, load_dataset
+from probcl.data.sources import ImageSource
+from probcl.data.specs import Split
+from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError, DatasetError
-from probcl.eval.encoder import ForeignEncoder
-from probcl.eval.features import extract, pixel_features
+from probcl.eval.features import concat_batches, extract, pixel_features
 from probcl.eval.linear import LinearProbe, linear_probe
 from probcl.eval.linear_sgd import SGDProbeOptions, sgd_linear_probe
-from probcl.methods.base import DataInfo, SSLMethod
+from probcl.eval.provenance import encoder_record, evaluated_model
+from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import HasUncertainty
+from probcl.models.encoder import ForeignEncoder
+from probcl.runs.loading import load_run
 
 FEATURE_LAYERS = ("backbone", "projection", "pixels")
 PROBES = ("lbfgs", "sgd")  # the offline linear probes: probcl's L-BFGS logistic regression, the papers' SGD one
+T = TypeVar("T")
 
 
 @dataclass
@@ -44,27 +52,37 @@ class ModelOnData:
 
     run_dir: Path | None
     device: str = "auto"
-    batch_size: int = 512
+    batch_size: Annotated[int, AtLeast(1)] = 512  # images per forward pass (the inference batch)
     feature_layer: str = "backbone"
-    max_train: int | None = None  # cap on training images (seeded subset) for probes, kNN and references
+    max_train: Annotated[int | None, AtLeast(1)] = None  # cap on training images (seeded subset) for probes, kNN, refs
     data_root: str | None = None
-    seed: int = 0  # seed of the max_train subset and of the offline probe
-    num_workers: int = 0  # image-decoding processes for folder datasets
+    seed: Seed = 0  # seed of the max_train subset and of the offline probe
+    num_workers: Annotated[int, NonNegative] = 0  # image-decoding processes for folder datasets
     foreign: ForeignEncoder | None = None  # an encoder evaluated instead of a run's model
+    notes: list[str] = field(default_factory=list, init=False, repr=False)  # what the user is told at the end
+    # policy for unreadable image files, and those met (each folder checked once, whatever the splits loaded)
+    unreadable: UnreadableFiles = field(default_factory=lambda: UnreadableFiles("skip", ON_UNREADABLE_OPTION))
     _cache: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if (self.run_dir is None) == (self.foreign is None):
             raise ConfigError("ModelOnData takes a run directory or a foreign encoder (one of them)")
         self.run_dir = None if self.run_dir is None else Path(self.run_dir)
+        check_bounds(self)  # built in code (by `probcl score`, benchmarks) as well as from checked settings
         self.check_layer(self.feature_layer)
-        if self.batch_size < 1:
-            raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
-        if self.max_train is not None and self.max_train < 1:
-            raise ConfigError(f"--max-train must be >= 1, got {self.max_train}")
-        if not 0 <= self.seed <= MAX_SEED:
-            raise ConfigError(f"--seed must be in [0, {MAX_SEED}], got {self.seed}")
         resolve_device(self.device)  # a device this machine lacks fails here, before any work
+
+    def note(self, text: str) -> None:
+        """Tell the user ``text`` once, after the evaluation (``probcl evaluate`` prints the notes; the Python API
+        returns them)."""
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def cached(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, computed once per ``key`` for this model and these settings."""
+        if key not in self._cache:
+            self._cache[key] = make()
+        return self._cache[key]
 
     def for_run(self, run_dir: str | Path) -> ModelOnData:
         """The same settings on another run (ensemble members, reference runs), with its own cache."""
@@ -100,10 +118,15 @@ class ModelOnData:
         """The run directory, or the foreign encoder's name."""
         return str(self.run_dir) if self.foreign is None else self.foreign.name
 
-    @property
-    def checkpoint_meta(self) -> Any:
-        """What was evaluated: the run's checkpoint (path, epoch, step), or the foreign encoder's source."""
-        return self.model.checkpoint_meta if self.foreign is None else self.foreign.source
+    @cached_property
+    def checkpoint_meta(self) -> dict[str, Any]:
+        """What was evaluated, as every result records it (:func:`~probcl.eval.provenance.evaluated_model`): the
+        run's checkpoint (path, epoch, step) or the foreign encoder's source, the sha256 of its file (of the
+        module's tensors when it has none) and the preprocessing."""
+        if self.foreign is None:
+            meta = self.model.checkpoint_meta
+            return evaluated_model(meta, self.model.data_info, self.model, meta["path"])
+        return encoder_record(self.foreign)
 
     @cached_property
     def paths(self) -> RunPaths:
@@ -134,7 +157,14 @@ class ModelOnData:
             else (self.data_root or self.model.cfg.data.root, self.model.cfg.data.download)
         )
         data = load_dataset(
-            spec or info.dataset, split, root, download, info.image_size, info.channels, skip_corrupt=skip_corrupt
+            spec or info.dataset,
+            split,
+            root,
+            download,
+            info.image_size,
+            info.channels,
+            skip_corrupt=skip_corrupt,
+            unreadable=self.unreadable,
         )
         if split == "train" and cap_train:
             data = data.seeded_subset(self.max_train, self.seed)
@@ -188,15 +218,14 @@ class ModelOnData:
         self, data: ImageSource, description: str, uncertainty_score: str | None = None
     ) -> dict[str, torch.Tensor]:
         """:meth:`outputs` and labels of every readable image of ``data``."""
-        parts: dict[str, list[torch.Tensor]] = {}
-        for images, labels, _, _ in self.batches(data, description):
-            if images is None:
-                continue
-            for key, value in {**self.outputs(images, uncertainty_score), "labels": labels}.items():
-                parts.setdefault(key, []).append(value)
-        if not parts:
-            raise DatasetError(f"{data.name}: no readable images")
-        return {k: torch.cat(v) for k, v in parts.items()}
+        return concat_batches(
+            (
+                {**self.outputs(images, uncertainty_score), "labels": labels}
+                for images, labels, _, _ in self.batches(data, description)
+                if images is not None
+            ),
+            data.name,
+        )
 
     def features(
         self, split: Split, spec: str | None = None, layer: str | None = None

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from probcl.config import AtLeast
+from probcl.config import AtLeast, OneOf, Seed
 from probcl.core.io import read_json
 from probcl.data.corruptions import CORRUPTIONS, SEVERITIES, corrupt
-from probcl.data.datasets import TensorImages
+from probcl.data.sources import TensorImages
 from probcl.errors import DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.inputs import id_test_images, probe_logits
@@ -21,7 +21,7 @@ from probcl.eval.suites import SUITES
 
 def corruption_accuracies(ctx: ModelOnData, names: list[str], max_images: int | None, seed: int) -> dict:
     """{"clean": top-1, "top1": {corruption: [top-1 at severity 1..5]}, "images": n} of the context's probe."""
-    data, _ = id_test_images(ctx, max_images, seed)
+    data, _ = id_test_images(ctx, "corruptions", max_images, seed)
     labels = data.labels()
     if labels is None:
         raise DatasetError(f"{data.name}: the corruptions suite needs labeled test images")
@@ -71,14 +71,10 @@ def _reference_accuracies(
 
 @dataclass
 class CorruptionsOptions:
-    corruptions: list[str] | None = None  # default: all of probcl.data.corruptions
+    corruptions: list[Annotated[str, OneOf(CORRUPTIONS)]] | None = None  # default: all of probcl.data.corruptions
     max_images: Annotated[int | None, AtLeast(1)] = 2000  # seeded test subset
-    seed: int = 0
+    seed: Seed = 0
     reference: str | None = None  # run directory: mCE / relative mCE against it
-
-    def __post_init__(self) -> None:
-        for name in self.corruptions or []:
-            CORRUPTIONS.get(name)
 
 
 @SUITES.register("corruptions", options=CorruptionsOptions, title="Corruption robustness")

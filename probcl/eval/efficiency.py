@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from probcl.core.runs import epoch_curve
+from probcl.core.metrics_file import epoch_curve
 from probcl.errors import RunError
 from probcl.eval.context import ModelOnData
 from probcl.eval.suites import SUITES

@@ -28,138 +28,47 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import torch
 import torch.nn.functional as F
 
-from probcl.data.datasets import ImageSource
-from probcl.errors import ConfigError, DatasetError
+from probcl.config import AtLeast, InRange, Seed, check_bounds
+from probcl.data.sources import ImageSource
+from probcl.errors import ConfigError
+from probcl.eval.features import concat_batches
 from probcl.eval.ood_scores import Gaussian, TailCombiner, fit_gaussian, input_statistics
 from probcl.eval.outlier import knn_distances, threshold_at_tpr
-from probcl.methods.capabilities import EnergyModel, HasUncertainty, StochasticEncoder
+from probcl.eval.score_table import (
+    COMBINED,
+    DEFAULT_COMBINATION,
+    SCORE_DOCS,
+    combination_weights,
+    method_uncertainty_fns,
+    model_output_fns,
+    score_names,
+    two_sided,
+    with_input_statistics,
+)
+from probcl.methods.capabilities import EnergyModel, StochasticEncoder
 
 if TYPE_CHECKING:  # the context loads models (Lightning); this module's scores must import without it
     from probcl.eval.context import ModelOnData
-    from probcl.eval.encoder import ForeignEncoder
-    from probcl.methods.base import SSLMethod
-
-COMBINED = "combined"
-# What each score measures (higher = more OOD); {k} is the kNN neighbour count.
-SCORE_DOCS = {
-    "knn{k}": "mean Euclidean distance to the k nearest L2-normalized training features",
-    "knn{k}_raw": "mean Euclidean distance to the k nearest training features (not normalized)",
-    "feature_norm": "L2 norm of the features (two-sided: too large or too small)",
-    "mahalanobis": "squared Mahalanobis distance to the nearest class mean, pooled class covariance (Lee et al. 2018)",
-    "mahalanobis_classfree": "squared Mahalanobis distance to the mean of one Gaussian of all training features",
-    "input_stats": "squared Mahalanobis distance of 7 pixel statistics (mean, spread, saturation, edges, entropy, "
-    "colour) to their training Gaussian",
-    "vmf_density": "-log of the vMF kernel density, with the encoder's concentration, of the encoder mean over the "
-    "training encoder means (StochasticEncoder methods)",
-    "image_energy": "the model's image energy E(x) with the training images as reference (EnergyModel methods; "
-    "two-sided)",
-    "uncertainty:NAME": "the method's own uncertainty score NAME (HasUncertainty methods; two-sided)",
-}
-# The default combination: every score that catches a kind of OOD the others miss on the battery (README),
-# and the method's own where it declares one. "mahalanobis" falls back to its class-free form on unlabeled data.
-DEFAULT_COMBINATION = ("knn{k}", "feature_norm", "mahalanobis", "input_stats")
-GUARD_SHARE = 0.05  # of the combined score's false-alarm budget, shared by the scores that are not distances
-
-
-def is_distance_score(name: str) -> bool:
-    """kNN and Mahalanobis distances in the representation (the combination's main scores)."""
-    return name.startswith(("knn", "mahalanobis"))
-
-
-def combination_weights(combination: Sequence[str]) -> dict[str, float]:
-    """Bonferroni weights w_s (summing to 1) of the combined score -log min_s (p_s / w_s): the distance scores
-    share 1 - GUARD_SHARE, the guards GUARD_SHARE; equal weights when the combination has only one kind."""
-    distances = [s for s in combination if is_distance_score(s)]
-    guards = [s for s in combination if not is_distance_score(s)]
-    if not distances or not guards:
-        return {s: 1.0 / len(combination) for s in combination}
-    return {
-        **{s: (1.0 - GUARD_SHARE) / len(distances) for s in distances},
-        **{s: GUARD_SHARE / len(guards) for s in guards},
-    }
-
 
 ENERGY_REFERENCE_SIZE = 4096  # training images whose projections define the image energy
-
-
-def method_uncertainty_fns(model: object) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
-    """``{"uncertainty:NAME": images -> scores}`` for each score a :class:`HasUncertainty` method declares
-    (e.g. TaU's ``neg_u`` / ``neg_u_squared``); empty for other methods."""
-    if not isinstance(model, HasUncertainty):
-        return {}
-    return {f"uncertainty:{name}": partial(model.uncertainty_batch, score=name) for name in model.uncertainty_scores}
-
-
-def model_output_fns(
-    model: SSLMethod | ForeignEncoder,
-    embed: Callable[[torch.Tensor], torch.Tensor],
-    energy_reference: torch.Tensor | None = None,
-) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
-    """What the scores need from ``model``, by name: images on its device -> ``features`` (``embed``) and the
-    declared capabilities' outputs (``probcl score`` exports exactly these for its repeat calls)."""
-    fns: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"features": embed}
-    if isinstance(model, StochasticEncoder):
-        fns["encoder_mean"] = model.encoder_mean
-    if isinstance(model, EnergyModel) and energy_reference is not None:
-        energy_model = model
-        fns["image_energy"] = lambda x: energy_model.image_energy(energy_model.normalizer(x), energy_reference)
-    return {**fns, **method_uncertainty_fns(model)}
-
-
-def score_names(model: object, k: int, labeled: bool) -> list[str]:
-    """Every score of the reference for ``model`` (in column order); ``mahalanobis`` needs labeled training data."""
-    names = [
-        f"knn{k}",
-        f"knn{k}_raw",
-        "feature_norm",
-        *(["mahalanobis"] if labeled else []),
-        "mahalanobis_classfree",
-        "input_stats",
-    ]
-    names += ["vmf_density"] if isinstance(model, StochasticEncoder) else []
-    names += ["image_energy"] if isinstance(model, EnergyModel) else []
-    return names + list(method_uncertainty_fns(model))
-
-
-def check_names(requested: Sequence[str], valid: Sequence[str], what: str) -> None:
-    """ConfigError naming the ``valid`` scores when one of ``requested`` is not among them."""
-    unknown = [s for s in requested if s not in valid]
-    if unknown:
-        raise ConfigError(f"unknown score(s) {', '.join(unknown)} {what}; valid for this run: {', '.join(valid)}")
-
-
-def with_input_statistics(model_outputs: dict[str, torch.Tensor], images: torch.Tensor) -> dict[str, torch.Tensor]:
-    """A batch's model outputs (float32, on the CPU) with the input statistics of its uint8 ``images``."""
-    out = {name: value.float().cpu() for name, value in model_outputs.items()}
-    out["input_stats"] = input_statistics(images.cpu())
-    return out
-
-
-def two_sided(name: str) -> bool:
-    """Scores an image can fail in both directions (e.g. noise that TaU calls *more* certain than any digit)."""
-    return name in ("feature_norm", "image_energy") or name.startswith("uncertainty:")
 
 
 @dataclass
 class ReferenceOptions:
     """What :func:`fit_reference` fits and how it calibrates."""
 
-    k: int = 10  # neighbours of the kNN distances in the combination (TaU paper: 10)
-    tpr: float = 0.95  # share of ID images every threshold accepts
+    k: Annotated[int, AtLeast(1)] = 10  # neighbours of the kNN distances in the combination (TaU paper: 10)
+    tpr: Annotated[float, InRange(0, 1, low_open=True)] = 0.95  # share of ID images every threshold accepts
     combination: Sequence[str] | None = None  # scores of the combined score (None: the default combination)
-    seed: int = 0  # seed of the calibration halves and of the energy reference subset
+    seed: Seed = 0  # seed of the calibration halves and of the energy reference subset
 
     def __post_init__(self) -> None:
-        if self.k < 1:
-            raise ConfigError(f"k must be >= 1, got {self.k}")
-        if not 0 < self.tpr <= 1:
-            raise ConfigError(f"the OOD threshold's TPR must be in (0, 1], got {self.tpr}")
+        check_bounds(self)  # built in code from other options (the ood suite's, `probcl score`'s)
 
 
 @dataclass
@@ -229,18 +138,31 @@ class IdReference:
         score (w = 1 for a single score)."""
         combiner = self._calibrated()
         tails = combiner.tail_probabilities(scores, self.score_names)
-        weights = combination_weights(self.combination) if score == COMBINED else {score: 1.0}
-        neg_log = combiner.weighted_surprise(tails, weights)
+        neg_log = combiner.weighted_surprise(tails, self.weights(score))
         return {
             **{f"p:{n}": t for n, t in tails.items()},  # float64: extrapolated tails go far below float32's range
             "ood_score": torch.stack(list(neg_log.values())).max(0).values,
             **{f"neglogp:{n}": v for n, v in neg_log.items()},
         }
 
+    def weights(self, score: str = COMBINED) -> dict[str, float]:
+        """The deciding scores of ``score`` and their weights w_s: the combination's Bonferroni weights, or
+        ``{score: 1}`` for a single score; in the combination's order."""
+        if score != COMBINED:
+            return {score: 1.0}
+        weights = combination_weights(self.combination)
+        return {name: weights[name] for name in self.combination}
+
+    def tail_thresholds(self, score: str = COMBINED) -> dict[str, float]:
+        """The tail probability each deciding score of ``score`` is compared with: an image is flagged by s
+        when -log(p_s / w_s) > T, i.e. p_s < w_s exp(-T), T the decision's threshold (0 when T is infinite)."""
+        threshold = self.thresholds[score]
+        return {name: w * math.exp(-threshold) for name, w in self.weights(score).items()}
+
     def flags(self, decision: dict[str, torch.Tensor], score: str = COMBINED) -> tuple[torch.Tensor, list[str]]:
         """(flag per image, and ``;``-joined names of the deciding scores whose -log p crossed the threshold)."""
         threshold = self.thresholds[score]
-        deciders = self.combination if score == COMBINED else [score]
+        deciders = list(self.weights(score))
         crossed = torch.stack([decision[f"neglogp:{n}"] > threshold for n in deciders], dim=1)
         return crossed.any(1), [";".join(n for n, c in zip(deciders, row) if c) for row in crossed.tolist()]
 
@@ -254,16 +176,19 @@ class IdReference:
         self, ctx: ModelOnData, data: ImageSource, description: str, extra_k: Sequence[int] = ()
     ) -> dict[str, torch.Tensor]:
         """Features, labels and scores of every readable image of ``data``."""
-        parts: dict[str, list[torch.Tensor]] = {}
-        for images, labels, _, _ in ctx.batches(data, description):
-            if images is None:
-                continue
-            out = self.outputs(ctx, images)
-            for key, value in {"features": out["features"], "labels": labels, **self.scores(out, extra_k)}.items():
-                parts.setdefault(key, []).append(value)
-        if not parts:
-            raise DatasetError(f"{data.name}: no readable images")
-        return {key: torch.cat(value) for key, value in parts.items()}
+        return concat_batches(
+            (
+                self._batch_scores(self.outputs(ctx, images), labels, extra_k)
+                for images, labels, _, _ in ctx.batches(data, description)
+                if images is not None
+            ),
+            data.name,
+        )
+
+    def _batch_scores(
+        self, outputs: dict[str, torch.Tensor], labels: torch.Tensor, extra_k: Sequence[int]
+    ) -> dict[str, torch.Tensor]:
+        return {"features": outputs["features"], "labels": labels, **self.scores(outputs, extra_k)}
 
     # ----------------------------------------------------------------- calibration
     def calibrate(

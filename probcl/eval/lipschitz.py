@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch.distributions import kl_divergence
 
-from probcl.config import AtLeast, Positive
+from probcl.config import AtLeast, Positive, Seed
 from probcl.data.augment import resolve_view_params
 from probcl.distributions.vmf import VonMisesFisher
 from probcl.errors import ConfigError
@@ -131,7 +131,7 @@ class LipschitzOptions:
     max_images: Annotated[int | None, AtLeast(1)] = 2000  # seeded test subset
     layer: Literal["encoder", "projection"] = "encoder"  # the method's e(z|x) mean, or the normalized projection
     strengths: list[float] | None = None  # brightness, contrast, saturation, hue (default: the run's views)
-    seed: int = 0
+    seed: Seed = 0
     histogram_bins: Annotated[int, AtLeast(1)] = 40
 
     def __post_init__(self) -> None:
@@ -192,7 +192,7 @@ def lipschitz_suite(ctx: ModelOnData, options: LipschitzOptions) -> dict:
     model, o = ctx.model, options
     kappa_value, kappa_source = kappa_for(model, o.kappa)
     perturbs, source = _perturbations_for(model, o.strengths)
-    data, _ = id_test_images(ctx, o.max_images, o.seed)
+    data, _ = id_test_images(ctx, "lipschitz", o.max_images, o.seed)
     values = lipschitz_values(
         model, data.images, perturbs, kappa_value, o.layer, ctx.batch_size, ctx.torch_device, o.seed
     )

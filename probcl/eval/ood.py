@@ -17,15 +17,16 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from probcl.config import AtLeast, InRange
-from probcl.data.datasets import ImageSource, TensorImages
+from probcl.config import AtLeast, InRange, Seed
 from probcl.data.ood_sets import GENERATED, generated_set
+from probcl.data.sources import ImageSource, TensorImages
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
-from probcl.eval.id_reference import COMBINED, ReferenceOptions, fit_reference, method_uncertainty_fns, two_sided
+from probcl.eval.id_reference import ReferenceOptions, fit_reference
 from probcl.eval.inputs import id_test_halves
 from probcl.eval.linear import LinearProbe
 from probcl.eval.outlier import knn_distance, knn_distances
+from probcl.eval.score_table import COMBINED, method_uncertainty_fns, two_sided
 from probcl.eval.suites import SUITES
 
 # Real OOD sets tried by default for a training dataset (skipped with a note when not installed).
@@ -210,12 +211,12 @@ class OodOptions:
     datasets: list[str] | None = None  # OOD sets (default: real sets for the training data + generated ones)
     max_images: Annotated[int | None, AtLeast(1)] = None  # seeded subset of each ID test half and each OOD set
     knn_k: list[Annotated[int, AtLeast(1)]] = field(default_factory=lambda: [1, 10, 200])  # k of kNN distances
-    projection_k: Annotated[int, AtLeast(1)] = 10  # k of the TaU paper's kNN on projections (knn{k}_projection)
+    projection_knn_k: Annotated[int, AtLeast(1)] = 10  # k of the TaU paper's kNN on projections (knn{k}_projection)
     mc_passes: Annotated[int, AtLeast(1)] = 20  # MC-dropout forward passes (probe input; encoder dropout)
     dropout: Annotated[float, InRange(0, 1, high_open=True)] = 0.2  # MC-dropout rate on the probe's input
     runs: list[str] | None = None  # other runs of the same method: deep-ensemble MSP
     keep_probe_outputs: bool = False  # save the probe's softmax outputs (RUN/ood-probe-outputs.pt) for an ensemble
-    seed: int = 0
+    seed: Seed = 0
     histogram_bins: Annotated[int, AtLeast(1)] = 40
     combination: list[str] | None = None  # scores of the ID-fitted combined score (default: see id_reference)
 
@@ -267,7 +268,22 @@ def _mc_dropout_scores(ctx: ModelOnData, data: dict[str, ImageSource], passes: i
     return out
 
 
-@SUITES.register("ood", options=OodOptions, title="Out-of-distribution detection")
+def ood_summary(result: dict) -> dict[str, float]:
+    """The console's view of an ``ood`` result: per OOD set, the combined score's AUROC and FPR95 and the best
+    single score's AUROC (named); the other scores and metrics stay in eval.json and the report."""
+    rows: dict[str, float] = {}
+    for name, scores in result["sets"].items():
+        if COMBINED in scores:
+            rows[f"{name}: {COMBINED} auroc"] = scores[COMBINED]["auroc"]
+            rows[f"{name}: {COMBINED} fpr95"] = scores[COMBINED]["fpr95"]
+        single = {score: metrics["auroc"] for score, metrics in scores.items() if score != COMBINED}
+        if single:
+            best = max(single, key=single.__getitem__)
+            rows[f"{name}: best single ({best}) auroc"] = single[best]
+    return rows
+
+
+@SUITES.register("ood", options=OodOptions, title="Out-of-distribution detection", summary=ood_summary)
 def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
     """AUROC, AUPR-in/out and FPR95 of every outlier score (probe MSP, energy, MC-dropout on the probe input,
     the TaU paper's kNN on projections and MC-dropout in the encoder, a deep ensemble over ``runs``, and the
@@ -282,7 +298,7 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
     method's own, image energy) are reported raw and one-sided (``NAME``: higher = OOD) and as the two-sided
     tail the combination uses (``NAME:two-sided`` = -log p_two-sided)."""
     o = options
-    calibration, id_data, id_idx = id_test_halves(ctx, o.max_images, o.seed)
+    calibration, id_data, id_idx = id_test_halves(ctx, "ood", o.max_images, o.seed)
     sets, skipped = ood_sets(ctx, o.datasets, id_data, o.max_images, o.seed)
     _, probe = ctx.linear_probe()
     reference, _ = fit_reference(
@@ -312,9 +328,9 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
             accepted = 1.0 - float(reference.flags(decision)[0].float().mean())
     if ctx.foreign is None:  # a run: the TaU paper's kNN on L2-normalized projections of the held-out ID images
         projections = {name: ctx.extract(d, f"projections: {name}", "projection")[0] for name, d in images.items()}
-        knn = projection_knn_scores(projections.pop("id"), projections, o.projection_k)
+        knn = projection_knn_scores(projections.pop("id"), projections, o.projection_knn_k)
         for name, values in knn.items():
-            scores[name][f"knn{o.projection_k}_projection"] = values
+            scores[name][f"knn{o.projection_knn_k}_projection"] = values
         if ctx.model.cfg.model.dropout2d > 0:  # trained with encoder dropout: the TaU paper's MC-dropout
             for name, values in _mc_dropout_scores(ctx, images, o.mc_passes, o.seed).items():
                 scores[name]["mc_dropout_projection"] = values
@@ -351,8 +367,8 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
             energy="-logsumexp(logits), T=1 (Liu et al. 2020)",
             knn=f"mean Euclidean distance to the k nearest L2-normalized training features, k in {o.knn_k} "
             "(probcl's backbone kNN)",
-            knn_projection=f"knn{o.projection_k}_projection: the TaU paper's kNN baseline, mean Euclidean distance "
-            f"to the {o.projection_k} nearest L2-normalized projections of the held-out ID images, self-match "
+            knn_projection=f"knn{o.projection_knn_k}_projection: the TaU paper's kNN baseline, mean Euclidean distance "
+            f"to the {o.projection_knn_k} nearest L2-normalized projections of the held-out ID images, self-match "
             "removed"
             if ctx.foreign is None
             else None,

@@ -11,14 +11,29 @@ PyTorch Lightning, torchmetrics and torchvision: ~3 of the ~7 CPU-seconds of a r
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from probcl.core.io import atomic_write
+
 OutputFns = dict[str, Callable[[torch.Tensor], torch.Tensor]]
 TOLERANCE = 1e-4  # max |exported - eager| / (1 + max |eager|) accepted for every output
+# torch.export's note when it saves or loads a weight that is not contiguous in the default layout (the
+# backbone's channels_last convolutions) whole: "may cause issues when your weights are not on CPU". These
+# programs run on the CPU only (a GPU device scores with the model), so the note never applies.
+NOT_CONTIGUOUS_NOTE = "No complete tensor found"
+
+
+@contextmanager
+def _without_layout_note() -> Iterator[None]:
+    """Silence :data:`NOT_CONTIGUOUS_NOTE` (and nothing else) inside the ``with`` block."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=NOT_CONTIGUOUS_NOTE, category=UserWarning)
+        yield
 
 
 class ModelOutputs(nn.Module):
@@ -52,8 +67,6 @@ def export_outputs(owner: nn.Module, fns: OutputFns, images: torch.Tensor, path:
     match the eager model's within :data:`TOLERANCE` at the full batch and at a batch of one, else
     ``RuntimeError`` (the caller keeps the model path).
     """
-    from probcl.core.io import atomic_write
-
     if len(images) < 2:
         raise RuntimeError("exporting the scoring network needs a batch of at least 2 images")
     module = ModelOutputs(owner, fns).eval()
@@ -66,13 +79,13 @@ def export_outputs(owner: nn.Module, fns: OutputFns, images: torch.Tensor, path:
                 error = float((e - g).abs().max()) / (1.0 + float(e.abs().max()))
                 if e.shape != g.shape or not error <= TOLERANCE:
                     raise RuntimeError(f"exported {name} differs from the model (relative error {error:.2g})")
-    atomic_write(path, lambda fh: torch.export.save(program, fh))
+    with _without_layout_note():
+        atomic_write(path, lambda fh: torch.export.save(program, fh))
     return module.names
 
 
 def load_outputs(path: Path, names: list[str]) -> ExportedOutputs:
     """The program :func:`export_outputs` wrote to ``path``."""
-    with warnings.catch_warnings():  # CPU weights that share storage: torch notes it for GPU programs only
-        warnings.filterwarnings("ignore", message="No complete tensor found", category=UserWarning)
+    with _without_layout_note():
         program = torch.export.load(path)
     return ExportedOutputs(program.module(), names)

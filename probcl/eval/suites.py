@@ -2,7 +2,7 @@
 
 A suite is a function ``(ctx: ModelOnData, options) -> dict`` registered with an options
 dataclass (``@SUITES.register("knn", options=KnnOptions, title="kNN")``). Options arrive as
-plain data (``--option knn.k=20``, a benchmark's ``suite_options``) and are checked with the
+plain data (``--option knn.knn_k=20``, a benchmark's ``suite_options``) and are checked with the
 config loader: unknown keys and bad values stop before any work with one line naming
 ``suite.key``. A suite that needs more than embeddings of a model (a probcl run's training curves,
 projection head, augmentations) says why in ``needs_run``; foreign encoders are refused it. A result
@@ -15,17 +15,21 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from probcl.config import AtLeast, Positive, from_dict, parse_override_value, set_dotted
+from probcl.config import AtLeast, OneOf, Positive, from_dict
+from probcl.core.deprecation import renamed_keys
 from probcl.core.registry import Registry
 from probcl.errors import ConfigError
-from probcl.eval.context import ModelOnData
+from probcl.eval.context import PROBES, ModelOnData
 from probcl.eval.knn import plain_knn_predict, topk_accuracy, weighted_knn_scores
 from probcl.eval.linear import LinearProbe
 from probcl.eval.linear_sgd import SGDProbeOptions
 
 SuiteFn = Callable[[ModelOnData, Any], dict]
+Summary = Callable[[dict], dict[str, float]]  # a result -> the few numbers printed on the console
+# retired option names (glossary: the kNN neighbour count is knn_k everywhere), accepted for one release
+RENAMED_OPTIONS = {"knn": {"k": "knn_k"}}
 
 
 @dataclass
@@ -35,18 +39,20 @@ class NoOptions:
 
 @dataclass(frozen=True)
 class Suite:
-    """A registered suite: its function, options dataclass, report title, and why it needs a probcl run
-    (None: embeddings suffice, so it also evaluates foreign encoders)."""
+    """A registered suite: its function, options dataclass, report title, why it needs a probcl run
+    (None: embeddings suffice, so it also evaluates foreign encoders), and its console summary (None: every
+    number of the result is printed; eval.json and the report always hold them all)."""
 
     name: str
     run: SuiteFn
     options: type
     title: str
     needs_run: str | None = None
+    summary: Summary | None = None
 
     def parse_options(self, raw: dict[str, Any] | None = None) -> Any:
         """The validated options object; ConfigError naming ``suite.key`` and the valid keys otherwise."""
-        raw = raw or {}
+        raw = renamed_keys(raw or {}, RENAMED_OPTIONS.get(self.name, {}), self.name)
         valid = [f.name for f in dataclasses.fields(self.options)]
         unknown = sorted(set(raw) - set(valid))
         if unknown:
@@ -66,10 +72,15 @@ class SuiteRegistry:
         self._suites: Registry[Suite] = Registry("evaluation suite")
 
     def register(
-        self, name: str, options: type = NoOptions, title: str | None = None, needs_run: str | None = None
+        self,
+        name: str,
+        options: type = NoOptions,
+        title: str | None = None,
+        needs_run: str | None = None,
+        summary: Summary | None = None,
     ) -> Callable[[SuiteFn], SuiteFn]:
         def decorator(fn: SuiteFn) -> SuiteFn:
-            self._suites.register(name)(Suite(name, fn, options, title or name, needs_run))
+            self._suites.register(name)(Suite(name, fn, options, title or name, needs_run, summary))
             return fn
 
         return decorator
@@ -106,12 +117,12 @@ class ProbeOptions:
     """Which offline linear probes a suite reports: the first one's numbers are the result's own, every other
     one's sit under its name (``sgd.top1``, ``sgd.ece``); ``sgd`` holds the SGD probe's settings."""
 
-    probes: list[Literal["lbfgs", "sgd"]] = field(default_factory=lambda: ["lbfgs"])
+    probes: list[Annotated[str, OneOf(PROBES)]] = field(default_factory=lambda: ["lbfgs"])
     sgd: SGDProbeOptions = field(default_factory=SGDProbeOptions)
 
     def __post_init__(self) -> None:
         if not self.probes or len(set(self.probes)) != len(self.probes):
-            raise ConfigError(f"probes must name each probe once (lbfgs, sgd), got {self.probes}")
+            raise ConfigError(f"probes must name each probe once ({', '.join(PROBES)}), got {self.probes}")
 
 
 def per_probe(ctx: ModelOnData, options: ProbeOptions, measure: Callable[[LinearProbe], dict]) -> dict:
@@ -134,7 +145,7 @@ def linear_suite(ctx: ModelOnData, options: ProbeOptions) -> dict:
 
 @dataclass
 class KnnOptions:
-    k: Annotated[int, AtLeast(1)] = 200  # neighbours of the weighted kNN
+    knn_k: Annotated[int, AtLeast(1)] = 200  # neighbours of the weighted kNN
     temperature: Annotated[float, Positive] = 0.1  # T of the exp(sim / T) votes
     plain_k: Annotated[int, AtLeast(1)] = 20  # neighbours of the plain (Euclidean, majority) kNN
 
@@ -142,7 +153,7 @@ class KnnOptions:
 @SUITES.register("knn", options=KnnOptions, title="kNN")
 def knn_suite(ctx: ModelOnData, options: KnnOptions) -> dict:
     """Weighted kNN (cosine, exp(sim/T) votes) and plain kNN (Euclidean majority), test accuracy (%)."""
-    k, temperature, plain_k = options.k, options.temperature, options.plain_k
+    k, temperature, plain_k = options.knn_k, options.temperature, options.plain_k
     train_f, train_y = ctx.features("train")
     test_f, test_y = ctx.features("test")
     weighted = topk_accuracy(weighted_knn_scores(train_f, train_y, test_f, ctx.num_classes, k, temperature), test_y)
@@ -159,16 +170,3 @@ def knn_suite(ctx: ModelOnData, options: KnnOptions) -> dict:
             best_epoch_picked=False,
         ),
     }
-
-
-def parse_suite_options(items: list[str]) -> dict[str, dict]:
-    """``["ood.datasets=digits,mnist", "knn.k=20"]`` -> {"ood": {"datasets": "digits,mnist"}, "knn": {"k": 20}}
-    (values as YAML scalars; list options split ``a,b`` when validated)."""
-    options: dict[str, dict] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        suite, dot, name = key.partition(".")
-        if not sep or not dot:
-            raise ConfigError(f"suite option {item!r} must look like SUITE.KEY=VALUE")
-        set_dotted(options.setdefault(suite, {}), name, parse_override_value(value))
-    return options

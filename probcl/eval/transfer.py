@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from probcl.config import Seed
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.linear import linear_probe
@@ -23,7 +24,7 @@ DEFAULT_TARGETS = {
 @dataclass
 class TransferOptions:
     datasets: list[str] | None = None  # target dataset specs (default: one per training dataset)
-    seed: int = 0
+    seed: Seed = 0
 
 
 @SUITES.register("transfer", options=TransferOptions, title="Transfer")

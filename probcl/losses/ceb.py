@@ -21,8 +21,9 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from probcl.core.distributed import gather_with_grad, rank
+from probcl.core.distributed import gather_batch
 from probcl.distributions.vmf import VonMisesFisher, vmf_constants
+from probcl.errors import ConfigError
 
 Candidates = Literal["cross-view", "both-views"]
 CANDIDATES: tuple[str, ...] = ("cross-view", "both-views")
@@ -98,14 +99,25 @@ def _c_simclr_direction(
     return beta * residual - information, residual, information
 
 
+def check_c_simclr_args(kappa_e: float, beta: float, candidates: str) -> None:
+    """The arguments' one consistency rule and the CatGen candidate sets (the Params validate with this too)."""
+    if candidates not in CANDIDATES:
+        raise ConfigError(f"method_args.candidates must be one of {', '.join(CANDIDATES)}, got {candidates!r}")
+    if math.isinf(kappa_e) and beta != 0:
+        raise ConfigError(
+            "method_args.kappa_e = .inf (deterministic z) needs method_args.beta = 0: "
+            "with a point-mass encoder the residual information I(X;Z|Y) is infinite"
+        )
+
+
 def c_simclr_loss(
     h1: torch.Tensor,
     h2: torch.Tensor,
-    kappa_e: float = 1024.0,
-    kappa_b: float = 10.0,
-    beta: float = 1.0,
-    candidates: Candidates = "cross-view",
-    gather: bool = True,
+    kappa_e: float,
+    kappa_b: float,
+    beta: float,
+    candidates: Candidates,
+    gather: bool,
 ) -> CEBTerms:
     """Bidirectional C-SimCLR loss (Eq. 12, Figure 5): the sum of both directions, each a batch mean.
 
@@ -116,13 +128,9 @@ def c_simclr_loss(
     z = r_x (Eq. 9), valid only with beta = 0. Under DDP the candidates are gathered from all
     ranks with gradient, as in NT-Xent.
     """
-    if candidates not in CANDIDATES:
-        raise ValueError(f"candidates must be one of {', '.join(CANDIDATES)}, got {candidates!r}")
-    if math.isinf(kappa_e) and beta != 0:
-        raise ValueError("kappa_e = inf (deterministic z) makes I(X;Z|Y) infinite: use it only with beta = 0")
+    check_c_simclr_args(kappa_e, beta, candidates)
     r1, r2 = F.normalize(vmf_precision(h1), dim=1), F.normalize(vmf_precision(h2), dim=1)
-    all1, all2 = (gather_with_grad(r1), gather_with_grad(r2)) if gather else (r1, r2)
-    offset = rank() * len(r1) if gather and len(all1) != len(r1) else 0
+    (all1, all2), offset = gather_batch(r1, r2, gather=gather)
     targets = torch.arange(len(r1), device=r1.device) + offset
     loss12, res12, info12 = _c_simclr_direction(r1, r2, all1, all2, targets, kappa_e, kappa_b, beta, candidates)
     loss21, res21, info21 = _c_simclr_direction(r2, r1, all2, all1, targets, kappa_e, kappa_b, beta, candidates)

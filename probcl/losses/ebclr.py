@@ -41,7 +41,7 @@ def energy(z: torch.Tensor, z_ref: torch.Tensor, temperature: float) -> torch.Te
 
 
 def discriminative_loss(
-    z1: torch.Tensor, z2: torch.Tensor, temperature: float, others: Others = "2n-1", gather: bool = True
+    z1: torch.Tensor, z2: torch.Tensor, temperature: float, others: Others, gather: bool
 ) -> torch.Tensor:
     """-mean log q(v' | v) of Eq. 18 over both views as anchors (up to the constant log N').
 
@@ -74,9 +74,9 @@ def ebclr_loss(
     z_ref: torch.Tensor,
     temperature: float,
     lam: float,
-    others: Others = "2n-1",
-    gather: bool = True,
-    proj_norm_weight: float = 0.0,
+    others: Others,
+    gather: bool,
+    proj_norm_weight: float,
 ) -> EBCLRLoss:
     """Minimise -L of Eq. 11: discriminative + lambda x generative (Eq. 14).
 

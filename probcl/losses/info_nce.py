@@ -19,7 +19,7 @@ def queue_logits(q: torch.Tensor, k: torch.Tensor, negatives: torch.Tensor) -> t
     return torch.cat([positive, q @ negatives.T.to(q.dtype)], dim=1)
 
 
-def info_nce_loss(q: torch.Tensor, k: torch.Tensor, negatives: torch.Tensor, temperature: float = 0.2) -> torch.Tensor:
+def info_nce_loss(q: torch.Tensor, k: torch.Tensor, negatives: torch.Tensor, temperature: float) -> torch.Tensor:
     """Mean of Eq. 1 over the N queries; ``k`` and ``negatives`` should carry no gradient."""
     logits = queue_logits(q, k, negatives) / temperature
     return F.cross_entropy(logits, torch.zeros(q.shape[0], dtype=torch.long, device=q.device))

@@ -14,19 +14,18 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from probcl.core.distributed import gather_with_grad, rank
+from probcl.core.distributed import gather_batch
 
 
-def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Cosine-similarity logits (2N_local, 2N_global) with self-pairs set to -inf, and positive indices.
 
     Rows are the local anchors [z1; z2]; columns are the global candidates [Z1; Z2].
     """
     z1, z2 = F.normalize(z1, dim=1), F.normalize(z2, dim=1)
     n = z1.shape[0]
-    all1, all2 = (gather_with_grad(z1), gather_with_grad(z2)) if gather else (z1, z2)
+    (all1, all2), offset = gather_batch(z1, z2, gather=gather)
     total = all1.shape[0]
-    offset = rank() * n if gather and total != n else 0
     anchors = torch.cat([z1, z2])
     candidates = torch.cat([all1, all2])
     sim = anchors @ candidates.T
@@ -38,7 +37,7 @@ def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool = True) -> t
     return sim, pos_idx
 
 
-def nt_xent_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float = 0.5, gather: bool = True) -> torch.Tensor:
+def nt_xent_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float, gather: bool) -> torch.Tensor:
     """Mean NT-Xent loss over the 2N local anchors (Eq. 1 above)."""
     sim, pos_idx = nt_xent_logits(z1, z2, gather)
     return F.cross_entropy(sim / temperature, pos_idx)

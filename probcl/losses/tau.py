@@ -20,7 +20,7 @@ from probcl.losses.info_nce import queue_logits
 from probcl.losses.nt_xent import nt_xent_logits
 
 
-def inverse_temperature(u: torch.Tensor, scale: float = 0.1) -> torch.Tensor:
+def inverse_temperature(u: torch.Tensor, scale: float) -> torch.Tensor:
     """alpha = sigmoid(u) / scale, in (0, 1 / scale) (appendix A)."""
     return torch.sigmoid(u) / scale
 
@@ -37,7 +37,7 @@ def scale_rows(logits: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
 
 
 def tau_nt_xent_loss(
-    z1: torch.Tensor, z2: torch.Tensor, u1: torch.Tensor, u2: torch.Tensor, scale: float = 0.1, gather: bool = True
+    z1: torch.Tensor, z2: torch.Tensor, u1: torch.Tensor, u2: torch.Tensor, scale: float, gather: bool
 ) -> torch.Tensor:
     """TaU + SimCLR (Algorithm 1): mean over the 2N local anchors of NT-Xent with per-anchor alpha.
 
@@ -51,7 +51,7 @@ def tau_nt_xent_loss(
 
 
 def tau_info_nce_loss(
-    q: torch.Tensor, k: torch.Tensor, negatives: torch.Tensor, u_q: torch.Tensor, scale: float = 0.1, shift: bool = True
+    q: torch.Tensor, k: torch.Tensor, negatives: torch.Tensor, u_q: torch.Tensor, scale: float, shift: bool
 ) -> torch.Tensor:
     """TaU + MoCo v2: InfoNCE of each query against its key and the queue, scaled by the query's alpha.
 

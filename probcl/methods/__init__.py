@@ -11,7 +11,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from probcl.methods.base import METHODS, DataInfo, SSLMethod, StepOutput, TrainingDivergedError
+    from probcl.data.info import DataInfo
+    from probcl.methods.base import METHODS, SSLMethod, StepOutput, TrainingDivergedError
 
 __all__ = ["METHODS", "DataInfo", "SSLMethod", "StepOutput", "TrainingDivergedError"]
 

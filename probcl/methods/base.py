@@ -24,11 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from probcl import methods as method_package
 from probcl.config import Config, from_dict
 from probcl.core.distributed import world_size
 from probcl.core.registry import Registry
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
+from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, TrainingDivergedError
+from probcl.methods.capabilities import missing_capability
 from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.models.backbones import build_backbone, memory_format_for
 from probcl.models.ema import ema_update_
@@ -37,22 +40,10 @@ from probcl.models.inference import INFERENCE_BATCH_SIZE, Inference
 from probcl.models.pretrained import describe_pretrained, load_pretrained_
 
 if TYPE_CHECKING:
-    from probcl.data.datasets import ImageSource
+    from probcl.data.sources import ImageSource
     from probcl.models.inference import ImageInput
 
 METHODS: Registry[type[SSLMethod]] = Registry("method")
-
-
-@dataclass
-class DataInfo:
-    """What a model needs to know about its training data; stored in every checkpoint."""
-
-    dataset: str
-    channels: int
-    image_size: int
-    num_classes: int | None
-    mean: list[float]
-    std: list[float]
 
 
 @dataclass
@@ -193,6 +184,21 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
                 return torch.stack([F.normalize(self.project_batch(images), dim=1) for _ in range(passes)])
         finally:
             self.train(was_training)
+
+    def __getattr__(self, name: str) -> Any:
+        """nn.Module's look-up of parameters, buffers and sub-modules; a capability the method does not declare
+        (``uncertainty`` on SimCLR) is one :class:`~probcl.methods.capabilities.MissingCapability` naming the
+        registered methods that declare it."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            registry = method_package.METHODS  # every method module, imported on first use
+            methods = {method: registry.get(method) for method in registry}
+            own = next((method for method, cls in methods.items() if cls is type(self)), type(self).__name__)
+            missing = missing_capability(own, name, methods)
+            if missing is None:
+                raise
+            raise missing from None
 
     # ----------------------------------------------------------------- training
     def training_views(self, images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,8 +15,8 @@ from typing import Annotated
 import torch
 import torch.nn.functional as F
 
-from probcl.config import ConfigError, NonNegative, Positive
-from probcl.losses.ceb import Candidates, c_simclr_loss
+from probcl.config import NonNegative, Positive
+from probcl.losses.ceb import Candidates, c_simclr_loss, check_c_simclr_args
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
 from probcl.methods.capabilities import StochasticEncoder
 
@@ -34,11 +34,7 @@ class CSimCLRParams:
     gather_distributed: bool = True  # candidates from all ranks (with gradient) under DDP
 
     def __post_init__(self) -> None:
-        if self.kappa_e == float("inf") and self.beta != 0:
-            raise ConfigError(
-                "method_args.kappa_e = .inf (deterministic z) needs method_args.beta = 0: "
-                "with a point-mass encoder the residual information I(X;Z|Y) is infinite"
-            )
+        check_c_simclr_args(self.kappa_e, self.beta, self.candidates)  # the relation between two fields
 
 
 @METHODS.register("c-simclr")

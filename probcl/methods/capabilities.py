@@ -15,12 +15,15 @@ Images are uint8 or [0, 1] float tensors (N, C, H, W), as for ``embed_batch``, u
 it takes *normalized* network inputs. ``uncertainty`` is, like ``embed``, a public entry point
 (no autograd, in batches, any images: :mod:`probcl.models.inference`) over the method's
 differentiable ``uncertainty_batch``.
+
+Asking a model for a capability it does not declare (``model.uncertainty(x)`` on a SimCLR run) raises one
+:class:`MissingCapability` naming the methods that declare it (:func:`missing_capability`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -53,7 +56,12 @@ class HasUncertainty(ABC):
         self, images: ImageInput, score: str | None = None, batch_size: int = INFERENCE_BATCH_SIZE
     ) -> torch.Tensor:
         """Per-image uncertainty (N,) of ``images`` (as for ``embed``), higher = more uncertain, without
-        autograd; ``score`` is one of ``uncertainty_scores`` (default: the first)."""
+        autograd; ``score`` is one of ``uncertainty_scores`` (default: the first).
+
+        Read it as the method's own opinion, not as an out-of-distribution detector: TaU's temperature
+        (measured on Fashion-MNIST, README "The papers' claims, re-tested") follows the feature norm and ranks
+        Gaussian noise as the *most certain* input of all (AUROC 0.000). To flag unusual images use
+        ``probcl score``, whose combined score includes this one."""
         name = self.uncertainty_score_name(score)
         return self.infer(partial(self.uncertainty_batch, score=name), images, batch_size)
 
@@ -100,3 +108,35 @@ class EnergyModel(ABC):
     @abstractmethod
     def sgld_settings(self) -> MSGLDConfig:
         """The SGLD step size, clamp and noise the model was trained with."""
+
+
+CAPABILITIES: tuple[type, ...] = (HasUncertainty, DirectionalEncoder, StochasticEncoder, EnergyModel)
+
+
+class MissingCapability(ConfigError, AttributeError):
+    """A capability's attribute asked of a model that does not declare the capability. An AttributeError too,
+    so that ``hasattr`` stays False; ask ``isinstance(model, Capability)`` instead of trying."""
+
+
+def declaring_capability(attribute: str) -> type | None:
+    """The capability that declares the public ``attribute`` (``uncertainty`` -> HasUncertainty), or None."""
+    if attribute.startswith("_"):
+        return None
+    for capability in CAPABILITIES:
+        if attribute in vars(capability) or attribute in vars(capability).get("__annotations__", {}):
+            return capability
+    return None
+
+
+def missing_capability(model: str, attribute: str, methods: Mapping[str, type]) -> MissingCapability | None:
+    """The error for ``model`` (a method's name) lacking ``attribute``, naming the ``methods`` (name -> class, the
+    registry) that declare its capability; None when ``attribute`` belongs to no capability."""
+    capability = declaring_capability(attribute)
+    if capability is None:
+        return None
+    having = sorted(name for name, cls in methods.items() if issubclass(cls, capability))
+    return MissingCapability(
+        f"{model} has no {attribute}: that is the {capability.__name__} capability, declared by "
+        f"{', '.join(having) or 'no registered method'}; load a run of one of those "
+        f"(isinstance(model, {capability.__name__}) says whether a model has it)"
+    )

@@ -111,7 +111,7 @@ class EBCLR(EnergyModel, SSLMethod[EBCLRParams]):
         h1, h2 = self.backbone(view1), self.backbone(view2)
         z1, z2 = self.projector(h1), self.projector(h2)
         if hp.lam == 0:
-            out = ebclr_loss(z1, z2, None, z2, hp.temperature, 0.0, hp.others, hp.gather_distributed)
+            out = ebclr_loss(z1, z2, None, z2, hp.temperature, 0.0, hp.others, hp.gather_distributed, 0.0)
             return StepOutput(out.total, h1, {"disc_loss": out.discriminative.detach()})
         z_ref = gather_with_grad(z2) if hp.gather_distributed else z2
         reference = z_ref.detach()

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from probcl.config import TIMM_PREFIX, Config, ModelConfig, import_timm
+from probcl.config import Config, ModelConfig
+from probcl.core.backbone_names import import_timm, resolve_backbone
 
 LEAKY_SLOPE = 0.2
 
@@ -26,6 +28,46 @@ def make_activation(act: str) -> nn.Module:
 
 def norm_layer_2d(norm: str) -> Callable[[int], nn.Module]:
     return nn.BatchNorm2d if norm == "bn" else (lambda channels: nn.Identity())
+
+
+def pooling_bins(size: int, out: int) -> list[tuple[int, int]]:
+    """The [start, end) input rows averaged into each of ``out`` output rows by adaptive average pooling:
+    start = floor(i * size / out), end = ceil((i + 1) * size / out), as ``F.adaptive_avg_pool2d`` takes them."""
+    return [((i * size) // out, -(-(i + 1) * size // out)) for i in range(out)]
+
+
+def _window(bins: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """(kernel, stride) of a sliding window that gives exactly ``bins``, or None when their sizes or steps differ."""
+    sizes = {end - start for start, end in bins}
+    steps = {b[0] - a[0] for a, b in zip(bins, bins[1:])} or {bins[0][1]}
+    return (sizes.pop(), steps.pop()) if len(sizes) == len(steps) == 1 else None
+
+
+class GridAvgPool2d(nn.Module):
+    """Average pooling to an ``out`` x ``out`` grid: the numbers of ``nn.AdaptiveAvgPool2d(out)`` (up to float
+    rounding), computed with ops every ONNX runtime has.
+
+    ONNX has no adaptive pooling: torch's exporter handles only output sizes that divide the input (28 px inputs
+    give a 7x7 map, pooled to 2x2). Where the bins share one size and step (7 -> 2: rows 0-3 and 3-6) this is
+    one ``avg_pool2d`` (ONNX AveragePool); otherwise each grid cell is the mean of its slice. The tests compare it
+    with ``F.adaptive_avg_pool2d`` on the presets' feature-map sizes."""
+
+    def __init__(self, out: int) -> None:
+        super().__init__()
+        self.out = out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.out == 1:  # global pooling (ONNX ReduceMean)
+            return x.mean((-2, -1), keepdim=True)
+        rows, cols = pooling_bins(int(x.shape[-2]), self.out), pooling_bins(int(x.shape[-1]), self.out)
+        row_window, col_window = _window(rows), _window(cols)
+        if row_window and col_window:
+            return F.avg_pool2d(x, (row_window[0], col_window[0]), (row_window[1], col_window[1]))
+        cells = [torch.stack([x[..., a:b, c:d].mean((-2, -1)) for c, d in cols], -1) for a, b in rows]
+        return torch.stack(cells, -2)
+
+    def extra_repr(self) -> str:
+        return f"out={self.out}"
 
 
 class SmallCNN(nn.Module):
@@ -57,7 +99,7 @@ class SmallCNN(nn.Module):
             ]
             c_in = c_out
         self.features = nn.Sequential(*layers)
-        self.pool = nn.AdaptiveAvgPool2d(pool)
+        self.pool = GridAvgPool2d(pool)
         self.out_dim = c_in * pool * pool
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -134,7 +176,7 @@ def timm_backbone(name: str, in_channels: int) -> nn.Module:
     ``out_dim`` is measured by one forward pass at the model's default input size: timm's
     ``num_features`` is not the pooled output's width for every model (e.g. MobileNetV3's head conv).
     """
-    timm = import_timm(f"{TIMM_PREFIX}{name}")
+    timm = import_timm(f"timm:{name}")
     net = timm.create_model(name, pretrained=False, num_classes=0, in_chans=in_channels)
     cfg = timm.models.get_pretrained_cfg(name)
     size = cfg.input_size[1:] if cfg else (224, 224)
@@ -147,19 +189,24 @@ def timm_backbone(name: str, in_channels: int) -> nn.Module:
 def timm_classifier(name: str) -> tuple[str, ...]:
     """Names of the classifier module(s) of timm's model ``name``, as its pretrained config declares them:
     a timm checkpoint holds their weights, a backbone built with ``num_classes=0`` has none."""
-    cfg = import_timm(f"{TIMM_PREFIX}{name}").models.get_pretrained_cfg(name)
+    cfg = import_timm(f"timm:{name}").models.get_pretrained_cfg(name)
     classifier = (cfg.classifier if cfg else None) or ()
     return (classifier,) if isinstance(classifier, str) else tuple(classifier)
 
 
+BUILDERS: dict[str, Callable[[str, ModelConfig, int], nn.Module]] = {
+    "cnn": lambda name, cfg, channels: SmallCNN(channels, cfg.width, cfg.norm, cfg.act, cfg.pool, cfg.dropout2d),
+    "resnet": lambda name, cfg, channels: resnet(
+        int(name.removeprefix("resnet")), channels, cfg.norm, cfg.act, cfg.cifar_stem, cfg.dropout2d
+    ),
+    "timm": lambda name, cfg, channels: timm_backbone(name, channels),
+}  # by family (probcl.core.backbone_names.FAMILIES); torchvision models are built by models.encoder
+
+
 def build_backbone(cfg: ModelConfig, in_channels: int) -> nn.Module:
     """The backbone named in ``cfg`` for images with ``in_channels`` channels."""
-    if cfg.backbone.startswith(TIMM_PREFIX):
-        return timm_backbone(cfg.backbone.removeprefix(TIMM_PREFIX), in_channels)
-    if cfg.backbone == "cnn":
-        return SmallCNN(in_channels, cfg.width, cfg.norm, cfg.act, cfg.pool, cfg.dropout2d)
-    depth = int(cfg.backbone.removeprefix("resnet"))
-    return resnet(depth, in_channels, cfg.norm, cfg.act, cfg.cifar_stem, cfg.dropout2d)
+    resolved = resolve_backbone(cfg.backbone)
+    return BUILDERS[resolved.family.name](resolved.name, cfg, in_channels)
 
 
 def memory_format_for(cfg: Config) -> torch.memory_format:

@@ -17,17 +17,20 @@ from typing import Any
 import torch
 from torch import nn
 
-from probcl.config import ConfigError, ModelConfig, from_dict, to_plain
-from probcl.core.runs import RunError, RunPaths, load_run
+from probcl.config import ConfigError, ModelConfig, from_dict
+from probcl.core.layout import (
+    EXPORT_CONFIG,
+    EXPORT_FORMAT,
+    RUN_SUFFIXES,
+    WEIGHT_SUFFIXES,
+    exported_weights,
+    find_checkpoint,
+)
+from probcl.errors import RunError
 from probcl.models.backbones import build_backbone
 
-RUN_SUFFIXES = (".ckpt",)
-WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
 BACKBONE_FIELDS = ("backbone", "width", "pool", "norm", "act", "cifar_stem")  # ModelConfig keys that shape the backbone
 CLASSIFIER_PREFIX = "fc."  # torchvision ResNet classifier: probcl backbones have none
-EXPORT_CONFIG = "config.json"  # a `probcl export` folder (timm / Hugging Face layout): this and the weights
-EXPORT_WEIGHTS = ("model.safetensors", "model.pt")  # the weights file of an export folder, by --format
-EXPORT_FORMAT = "probcl-backbone"  # config.json's "format": marks a probcl export's config
 
 
 @dataclass
@@ -59,17 +62,7 @@ def describe_pretrained(init: str | None, method: str) -> PretrainedSource:
         )
     weights = exported_weights(path)
     if weights is None and (path.is_dir() or path.suffix in RUN_SUFFIXES):
-        model = _load_run(path)
-        info = model.data_info
-        return PretrainedSource(
-            path,
-            to_plain(model.cfg.model),
-            info.mean,
-            info.std,
-            info.channels,
-            info.image_size,
-            model.backbone.state_dict(),
-        )
+        return _run_backbone(path)
     if weights is None:
         raise ConfigError(
             f"init {path}: unknown file type {path.suffix!r}; expected a run directory, .ckpt, "
@@ -85,30 +78,6 @@ def describe_pretrained(init: str | None, method: str) -> PretrainedSource:
         sidecar.get("in_channels"),
         sidecar.get("image_size"),
         recorded=sidecar,
-    )
-
-
-def exported_weights(path: Path) -> Path | None:
-    """The weights file ``path`` names: a `probcl export` folder's (the folder or its ``config.json``), or
-    ``path`` itself when it is a weights file; None for anything else (a run directory, a .ckpt file)."""
-    if path.is_file() and path.suffix in WEIGHT_SUFFIXES:
-        return path
-    if path.is_file() and path.name == EXPORT_CONFIG:
-        folder = path.parent
-    elif (
-        path.is_dir()
-        and not (RunPaths(path).config.exists() or RunPaths(path).checkpoints.exists())
-        and any((path / name).is_file() for name in (EXPORT_CONFIG, *EXPORT_WEIGHTS))
-    ):
-        folder = path
-    else:
-        return None
-    for name in EXPORT_WEIGHTS:
-        if (folder / name).is_file():
-            return folder / name
-    raise ConfigError(
-        f"{folder} has {EXPORT_CONFIG} but no weights ({' or '.join(EXPORT_WEIGHTS)}) next to it; "
-        f"export the run again with `probcl export RUN --out {folder}`"
     )
 
 
@@ -192,8 +161,23 @@ def load_state_(backbone: nn.Module, state: dict[str, torch.Tensor], what: str) 
     backbone.load_state_dict(state)
 
 
-def _load_run(path: Path):
+def _run_backbone(path: Path) -> PretrainedSource:
+    """The backbone of a probcl run (directory or .ckpt), read from its checkpoint without building the
+    method: the ``backbone.*`` weights, the model config and the data statistics the run recorded."""
     try:
-        return load_run(path, device="cpu")
+        ckpt = find_checkpoint(path)
     except RunError as e:
         raise ConfigError(f"init {path}: {e}") from None
+    try:
+        meta = torch.load(ckpt, map_location="cpu", weights_only=False)
+    except Exception as e:  # noqa: BLE001 - any unpickling failure means the same thing here
+        raise ConfigError(f"init {path}: cannot read checkpoint {ckpt}: {e}") from None
+    try:
+        hparams = meta["hyper_parameters"]
+        model, info = hparams["config"]["model"], hparams["data_info"]
+        state = {k.removeprefix("backbone."): v for k, v in meta["state_dict"].items() if k.startswith("backbone.")}
+    except (KeyError, TypeError, AttributeError):
+        raise ConfigError(f"init {path}: {ckpt} is not a probcl checkpoint (no config and weights in it)") from None
+    if not state:
+        raise ConfigError(f"init {path}: its checkpoint holds no backbone weights; is it a probcl run?")
+    return PretrainedSource(path, model, info["mean"], info["std"], info["channels"], info["image_size"], state)

@@ -18,7 +18,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from probcl.config import ConfigError
-from probcl.report.claims import metrics_by_seed, t_interval
+from probcl.report.claim_stats import metrics_by_seed, t_interval
 from probcl.report.document import Document
 
 DEFAULT_METRICS = ("linear/top1", "knn/top1")

@@ -12,8 +12,8 @@ import statistics
 from collections.abc import Callable
 from pathlib import Path
 
+from probcl.core.calibration_bins import calibration_errors
 from probcl.core.registry import Registry
-from probcl.eval.calibration import calibration_errors
 from probcl.report import plots
 from probcl.report.lipschitz import plot_lipschitz_histograms
 

@@ -9,6 +9,7 @@ from matplotlib import colormaps
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from probcl.core.io import atomic_write
 from probcl.errors import ConfigError
 
 DPI = 110
@@ -16,8 +17,6 @@ DPI = 110
 
 def save_figure(fig: Figure, path: str | Path, dpi: int = DPI) -> Path:
     """Lay out ``fig`` and write it as a PNG, atomically; returns the path."""
-    from probcl.core.io import atomic_write
-
     path = Path(path)
     FigureCanvasAgg(fig)
     fig.tight_layout()

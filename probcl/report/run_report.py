@@ -15,7 +15,8 @@ import yaml
 
 from probcl.config import dotted
 from probcl.core.io import atomic_write_text, read_json
-from probcl.core.runs import RunPaths, read_metrics
+from probcl.core.layout import RunPaths
+from probcl.core.metrics_file import read_metrics
 from probcl.errors import ConfigError
 from probcl.report import plots
 from probcl.report.document import Document

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from probcl.core.catalog import suite_titles
 from probcl.core.registry import Registry
-from probcl.eval import SUITES
 from probcl.report.document import Document
 
 TableHook = Callable[[Document, dict, str], None]
@@ -54,7 +54,7 @@ def format_stat(stat: dict | None) -> str:
 def result_keys(results: dict) -> list[str]:
     """The result keys (``suite``, ``suite@layer``) of registered suites present in ``results["groups"]``, in order."""
     keys = dict.fromkeys(k.split("/")[0] for g in results["groups"].values() for k in g["metrics"])
-    return [key for key in keys if key.split("@")[0] in SUITES]  # e.g. train/seconds_per_epoch is no suite
+    return [key for key in keys if key.split("@")[0] in suite_titles()]  # e.g. train/seconds_per_epoch is no suite
 
 
 def suite_tables(doc: Document, results: dict) -> None:
@@ -67,7 +67,7 @@ def suite_tables(doc: Document, results: dict) -> None:
 def suite_title(key: str) -> str:
     """The suite's title, with the feature layer of a ``suite@layer`` key."""
     suite, _, layer = key.partition("@")
-    return SUITES.get(suite).title + (f" ({layer} features)" if layer else "")
+    return suite_titles()[suite] + (f" ({layer} features)" if layer else "")
 
 
 def suite_table(doc: Document, results: dict, key: str) -> None:

@@ -25,7 +25,7 @@ import torch
 
 from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, atomic_write_text, read_json
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
 from probcl.errors import RunError
 from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, cell_config, grid, init_source, method_seeds
 from probcl.tasks.benchmark_results import CELL_FILE, rebuild_report, restore_published
@@ -99,7 +99,7 @@ def cell_suite_options(bench: BenchmarkConfig, cell: Cell, root: Path) -> dict:
 
 def evaluate_cell(bench: BenchmarkConfig, cell: Cell, root: Path, suites: list[str] | None = None) -> list[str]:
     """Run the suites (default: all of the benchmark's) missing from the cell's eval.json; returns their names."""
-    from probcl.tasks.evaluate import evaluate_run
+    from probcl.tasks.evaluate import EvaluateSettings, evaluate_run
 
     run_dir = root / "cells" / cell.name
     done = read_json(RunPaths(run_dir).eval, {})
@@ -107,9 +107,15 @@ def evaluate_cell(bench: BenchmarkConfig, cell: Cell, root: Path, suites: list[s
     if missing:
         e = bench.eval
         options = {name: opts for name, opts in cell_suite_options(bench, cell, root).items() if name in missing}
-        evaluate_run(
-            run_dir, missing, e.device, e.batch_size, "backbone", e.max_train, e.data_root, options, figures=False
+        settings = EvaluateSettings(
+            device=e.device,
+            batch_size=e.batch_size,
+            max_train=e.max_train,
+            data_root=e.data_root,
+            options=options,
+            figures=False,
         )
+        evaluate_run(run_dir, missing, settings)
     return missing
 
 

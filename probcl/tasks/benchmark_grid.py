@@ -11,11 +11,12 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 
-from probcl.config import Config, ConfigError, from_dict
+from probcl.config import AtLeast, Config, ConfigError, from_dict
+from probcl.report.claims import parse_claims
 from probcl.report.controls import Control, check_controls
 
 DEFAULT_HEADLINE = {
@@ -37,8 +38,8 @@ class BenchmarkEval:
     """How every cell is evaluated."""
 
     device: str = "auto"
-    batch_size: int = 512
-    max_train: int | None = None  # seeded subset of training images for probes and kNN
+    batch_size: Annotated[int, AtLeast(1)] = 512  # the inference batch
+    max_train: Annotated[int | None, AtLeast(1)] = None  # seeded subset of training images for probes and kNN
     data_root: str | None = None
 
 
@@ -50,7 +51,7 @@ class BenchmarkConfig:
     description: str = ""  # budget and hardware notes, printed at the top of the report
     out: str = "runs/benchmark"
     publish: str | None = None  # folder (e.g. docs/results/NAME) mirroring finished cells' small files + the report
-    claims: list[str] = field(default_factory=list)  # names from probcl.report.claims.CLAIMS: a verdict section
+    claims: dict = field(default_factory=dict)  # name -> claim, as data (probcl.report.claims): a verdict section
     base: str | None = None  # preset giving shared settings
     methods: dict = field(
         default_factory=dict
@@ -112,8 +113,6 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
         raise ConfigError(
             f"{path}: reference {bench.reference!r} is not one of the methods ({', '.join(bench.methods)})"
         )
-    from probcl.report.claims import CLAIMS
-
     for label in bench.methods:
         phase(bench, label)  # a bad phase fails here, before any work
         source = init_source(bench, label)
@@ -130,9 +129,7 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
                 "and the ood suite must run"
             )
     check_controls(bench.controls, bench.methods, str(path))
-    unknown = [c for c in bench.claims if c not in CLAIMS]
-    if unknown:
-        raise ConfigError(f"{path}: unknown claim(s) {', '.join(unknown)}; valid: {', '.join(CLAIMS.names())}")
+    parse_claims(bench.claims, f"{path}: claims")  # a malformed claim fails here, before any work
     if bench.suites == ["all"]:
         bench.suites = SUITES.names()
     SUITES.parse_all(bench.suites, bench.suite_options)  # unknown suites, options and bad values fail here

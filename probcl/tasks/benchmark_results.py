@@ -17,7 +17,8 @@ import torch
 
 from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, read_json
-from probcl.core.runs import RunPaths, read_metrics
+from probcl.core.layout import RunPaths
+from probcl.core.metrics_file import read_metrics
 from probcl.eval.ood import PROBE_OUTPUTS
 from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source, method_seeds
 

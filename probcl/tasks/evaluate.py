@@ -6,68 +6,92 @@ import json
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from torch import nn
 
+from probcl.config import AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
 from probcl.core.io import atomic_write_json, read_json
-from probcl.core.runs import RunLock, RunPaths, find_checkpoint
-from probcl.errors import ConfigError
+from probcl.core.layout import RunPaths, find_checkpoint
+from probcl.core.run_lock import RunLock
+from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
+from probcl.errors import ConfigError, ProbclError
 from probcl.eval import SUITES, ModelOnData
-from probcl.eval.encoder import ForeignEncoder, wrap_encoder
+from probcl.eval.context import FEATURE_LAYERS
+from probcl.eval.provenance import describe, encoder_record, legacy_same_run, model_tag, same_model
+from probcl.models.encoder import ForeignEncoder, wrap_encoder
 from probcl.report.tables import scalar_metrics
 
 
-def evaluate_run(
-    run_dir: str | Path,
-    suites: list[str],
-    device: str = "auto",
-    batch_size: int = 512,
-    feature_layer: str = "backbone",
-    max_train: int | None = None,
-    data_root: str | None = None,
-    options: dict[str, dict[str, Any]] | None = None,
-    seed: int = 0,
-    num_workers: int = 0,
-    figures: bool = True,
-    report: bool = True,
-) -> dict:
+@dataclass
+class EvaluateSettings:
+    """How suites are evaluated, whatever is evaluated (a run or an encoder); checked by
+    :func:`~probcl.config.from_dict` (``probcl evaluate``'s flags, :func:`evaluate`'s keyword arguments)."""
+
+    device: str = "auto"  # auto (CUDA when present), cpu, cuda, cuda:1, ...
+    batch_size: Annotated[int, AtLeast(1)] = 512  # the inference batch: images per forward pass
+    feature_layer: Annotated[str, OneOf(FEATURE_LAYERS)] = "backbone"
+    max_train: Annotated[int | None, AtLeast(1)] = None  # seeded subset of training images for probes and kNN
+    data_root: str | None = None  # default: the run's data.root, $PROBCL_DATA
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # {suite: {key: value}} (``--option``)
+    seed: Seed = 0  # seed of the max_train subset and of the offline probe
+    num_workers: Annotated[int, NonNegative] = 0  # image-decoding processes for folder datasets
+    figures: bool = True  # draw the figures of the suites run into the output folder's plots/
+    report: bool = True  # with figures: rewrite report.md and report.html
+    on_unreadable: OnUnreadable = "skip"  # image files that cannot be read: skip (listed) or error (all named)
+
+    def context(self, run_dir: Path | None, foreign: ForeignEncoder | None = None) -> ModelOnData:
+        """The model (a run's, or ``foreign``) on its data, with these settings."""
+        return ModelOnData(
+            run_dir,
+            self.device,
+            self.batch_size,
+            self.feature_layer,
+            self.max_train,
+            self.data_root,
+            self.seed,
+            self.num_workers,
+            foreign,
+            UnreadableFiles(self.on_unreadable, ON_UNREADABLE_OPTION),
+        )
+
+
+def evaluate_run(run_dir: str | Path, suites: list[str], settings: EvaluateSettings | None = None) -> Evaluation:
     """Run ``suites`` (names, or ``all``) and merge the results into the run's eval.json.
 
+    eval.json holds one checkpoint's results: those of an earlier checkpoint (the run trained on since) are moved
+    to RUN/eval-HASH8.json first, with a note (see :func:`keep_one_model`). With ``all``, a suite that cannot run
+    here (unlabeled data, too few labels, no transfer target, ...) is skipped and listed with its reason in the
+    returned :class:`Evaluation`'s ``skipped``; a named suite that cannot run stops with its error.
     Results are keyed ``suite`` for backbone features and ``suite@layer`` for other layers.
-    Suite names and ``options`` are validated before any work. With ``figures``, the figures of the
-    suites run are drawn into RUN/plots (see :mod:`probcl.report.figures`); with ``report`` as well, RUN/report.md
-    and RUN/report.html are rewritten from everything the run holds (see :func:`write_report`).
+    Suite names and ``settings.options`` are validated before any work. With ``settings.figures``, the figures
+    of the suites run are drawn into RUN/plots (see :mod:`probcl.report.figures`); with ``settings.report`` as
+    well, RUN/report.md and RUN/report.html are rewritten from everything the run holds (see :func:`write_report`).
     """
+    s = settings or EvaluateSettings()
     names = SUITES.names() if suites == ["all"] else suites
-    parsed = SUITES.parse_all(names, options)
+    parsed = SUITES.parse_all(names, s.options)
     find_checkpoint(run_dir)  # clear error before any work
     with RunLock(run_dir, "evaluate") if Path(run_dir).is_dir() else nullcontext():
-        ctx = ModelOnData(Path(run_dir), device, batch_size, feature_layer, max_train, data_root, seed, num_workers)
-        return _evaluate(Path(run_dir), names, parsed, ctx, feature_layer, figures, report)
+        return _evaluate(Path(run_dir), names, parsed, s.context(Path(run_dir)), s, suites == ["all"])
 
 
 def evaluate_encoder(
     encoder: ForeignEncoder,
     suites: list[str],
     out: str | Path | None = None,
-    device: str = "auto",
-    batch_size: int = 512,
-    feature_layer: str = "backbone",
-    max_train: int | None = None,
-    data_root: str | None = None,
-    options: dict[str, dict[str, Any]] | None = None,
-    seed: int = 0,
-    num_workers: int = 0,
-    figures: bool = True,
-    report: bool = True,
-) -> dict:
-    """Run ``suites`` on a foreign encoder (``all``: every suite that needs only embeddings); with ``out``, merge
-    the results into OUT/eval.json and draw their figures into OUT/plots. A suite that needs a probcl run
-    (``Suite.needs_run``) is refused before any work."""
+    settings: EvaluateSettings | None = None,
+) -> Evaluation:
+    """Run ``suites`` on a foreign encoder (``all``: every suite that needs only embeddings, those that cannot
+    run here skipped as in :func:`evaluate_run`); with ``out``, merge the results into OUT/eval.json and draw their
+    figures into OUT/plots. A suite that needs a probcl run (``Suite.needs_run``) is refused before any work, and
+    so is an ``out`` whose eval.json holds results of other weights or preprocessing (see
+    :func:`keep_one_model`; :func:`encoder_folder` gives each its own folder)."""
+    s = settings or EvaluateSettings()
     names = [n for n in SUITES.names() if not SUITES.get(n).needs_run] if suites == ["all"] else suites
-    parsed = SUITES.parse_all(names, options)
+    parsed = SUITES.parse_all(names, s.options)
     for name in names:
         reason = SUITES.get(name).needs_run
         if reason:
@@ -76,9 +100,10 @@ def evaluate_encoder(
                 f"only. Suites for any encoder: "
                 f"{', '.join(n for n in SUITES.names() if not SUITES.get(n).needs_run)}"
             )
-    ctx = ModelOnData(None, device, batch_size, feature_layer, max_train, data_root, seed, num_workers, encoder)
-    with RunLock(out, "evaluate") if out is not None else nullcontext():
-        return _evaluate(None if out is None else Path(out), names, parsed, ctx, feature_layer, figures, report)
+    ctx = s.context(None, encoder)
+    folder = None if out is None else Path(out)
+    with RunLock(folder, "evaluate") if folder is not None else nullcontext():
+        return _evaluate(folder, names, parsed, ctx, s, suites == ["all"])
 
 
 def evaluate(
@@ -92,28 +117,25 @@ def evaluate(
     channels: int | None = None,
     name: str | None = None,
     out: str | Path | None = None,
-    device: str = "auto",
-    batch_size: int = 512,
-    feature_layer: str = "backbone",
-    max_train: int | None = None,
-    data_root: str | None = None,
-    options: dict[str, dict[str, Any]] | None = None,
-    seed: int = 0,
-    num_workers: int = 0,
-    figures: bool = True,
-) -> dict:
-    """Evaluate any encoder, or a probcl run, with the evaluation suites; returns ``{suite: result}``.
+    **settings: Any,
+) -> Evaluation:
+    """Evaluate any encoder, or a probcl run, with the evaluation suites; returns ``{suite: result}`` (an
+    :class:`Evaluation`: also the suites ``all`` skipped, with their reasons, and notes).
 
     ``encoder``: an ``nn.Module`` mapping normalized (N, C, H, W) images to features (flattened to (N, d);
     put in eval mode and moved to ``device``), evaluated on ``dataset`` (a spec as for ``--dataset``) with
     inputs conformed to ``channels`` x ``image_size`` and normalized by ``mean``/``std`` (defaults: the
-    dataset's; see :func:`probcl.eval.encoder.preprocessing`); or a probcl run directory / .ckpt, evaluated
+    dataset's; see :func:`probcl.models.encoder.preprocessing`); or a probcl run directory / .ckpt, evaluated
     on its training data as ``probcl evaluate RUN`` does (results merged into RUN/eval.json).
-    ``suites``: names or ``["all"]``; ``options``: ``{suite: {key: value}}`` (the ``--option`` values).
+    ``suites``: names or ``["all"]``. ``settings``: the fields of :class:`EvaluateSettings` (``device``,
+    ``batch_size``, ``feature_layer``, ``max_train``, ``data_root``, ``options`` = ``{suite: {key: value}}`` as
+    ``--option`` gives them, ``seed``, ``num_workers``, ``figures``, ``report``, ``on_unreadable``: ``skip`` or
+    ``error`` for image files that cannot be read, see :mod:`probcl.data.unreadable`), checked before any work.
     With ``out`` (a folder), the results of an encoder are merged into OUT/eval.json and figures drawn
     into OUT/plots; without, nothing is written.
     """
     suites = list(suites)
+    checked: EvaluateSettings = from_dict(EvaluateSettings, settings)
     if not isinstance(encoder, nn.Module):
         given = {
             "dataset": dataset,
@@ -130,19 +152,7 @@ def evaluate(
                 f"{', '.join(stray)}: only for an encoder module; run {encoder} is evaluated on its "
                 f"training data with its own preprocessing, into its eval.json"
             )
-        return evaluate_run(
-            encoder,
-            suites,
-            device,
-            batch_size,
-            feature_layer,
-            max_train,
-            data_root,
-            options,
-            seed,
-            num_workers,
-            figures,
-        )
+        return evaluate_run(encoder, suites, checked)
     if isinstance(encoder, ForeignEncoder):
         if any(v is not None for v in (dataset, mean, std, image_size, channels, name)):
             raise ConfigError(
@@ -151,21 +161,19 @@ def evaluate(
     else:
         if dataset is None:
             raise ConfigError("evaluating an encoder module needs dataset=SPEC (e.g. 'digits', 'folder:/path')")
-        encoder = wrap_encoder(encoder, dataset, channels, image_size, mean, std, name, data_root)
-    return evaluate_encoder(
-        encoder,
-        suites,
-        out,
-        device,
-        batch_size,
-        feature_layer,
-        max_train,
-        data_root,
-        options,
-        seed,
-        num_workers,
-        figures,
-    )
+        encoder = wrap_encoder(encoder, dataset, channels, image_size, mean, std, name, checked.data_root)
+    return evaluate_encoder(encoder, suites, out, checked)
+
+
+class Evaluation(dict[str, dict]):
+    """``{result key: result}`` of the suites run (and, in a folder, of those run before on the same model), with
+    ``skipped``: ``{suite: reason}`` of the suites ``all`` could not run here, and ``notes``: what the user should
+    know about how the numbers were made (results of an earlier checkpoint moved aside, a streamed test split
+    decoded into memory)."""
+
+    def __init__(self, results: dict[str, dict], skipped: dict[str, str], notes: list[str]) -> None:
+        super().__init__(results)
+        self.skipped, self.notes = skipped, notes
 
 
 def _evaluate(
@@ -173,33 +181,98 @@ def _evaluate(
     names: list[str],
     parsed: dict[str, Any],
     ctx: ModelOnData,
-    feature_layer: str,
-    figures: bool,
-    report: bool = True,
-) -> dict:
+    settings: EvaluateSettings,
+    skip_unavailable: bool = False,
+) -> Evaluation:
     """Run the suites on ``ctx``; with ``out_dir`` (a run, or a foreign encoder's folder), merge the results
-    into its eval.json and draw their figures into its plots/."""
+    into its eval.json (one model's results only: :func:`keep_one_model`) and draw their figures into its plots/.
+    ``skip_unavailable``: a suite that stops with a :class:`ProbclError` is skipped and listed, the others run.
+    Skipped unreadable image files are listed in OUT/unreadable.txt (one line says how many)."""
+    feature_layer, figures, report = settings.feature_layer, settings.figures, settings.report
     paths = RunPaths(out_dir) if out_dir is not None else None
-    results = read_json(paths.eval, {}) if paths else {}
+    results = keep_one_model(paths, ctx) if paths else {}
+    skipped: dict[str, str] = {}
     for name in names:
         start = time.perf_counter()
-        result = SUITES.get(name).run(ctx, parsed[name])
+        try:
+            result = SUITES.get(name).run(ctx, parsed[name])
+        except ProbclError as e:
+            if not skip_unavailable:
+                raise
+            skipped[name] = str(e)
+            continue
         result.setdefault("protocol", {})["seconds"] = round(time.perf_counter() - start, 2)
         result["protocol"]["checkpoint"] = ctx.checkpoint_meta
         results[result_key(name, feature_layer)] = result
         if paths:
             atomic_write_json(paths.eval, results)
+    ctx.unreadable.report(paths.unreadable if paths else None)
+    if len(skipped) == len(names):
+        reasons = "; ".join(f"{name}: {reason}" for name, reason in skipped.items())
+        raise ConfigError(f"no suite could run on {ctx.name}: {reasons}")
+    ran = [name for name in names if name not in skipped]
     if figures and paths and report:
         write_report(paths, ctx)
     elif figures and paths:
         from probcl.report.figures import render_run_figures
 
         render_run_figures(
-            {name: results[result_key(name, feature_layer)] for name in names},
+            {name: results[result_key(name, feature_layer)] for name in ran},
             result_key(ctx.method, feature_layer),
             paths.plots,
         )
-    return {k: results[k] for k in results if k.split("@")[0] in names}
+    return Evaluation({k: results[k] for k in results if k.split("@")[0] in ran}, skipped, ctx.notes)
+
+
+def keep_one_model(paths: RunPaths, ctx: ModelOnData) -> dict[str, dict]:
+    """The results in ``paths``' eval.json, all of them of the model ``ctx`` evaluates (same content hash and
+    preprocessing, :func:`~probcl.eval.provenance.same_model`), so that new results never join another model's.
+
+    A run's results of an earlier checkpoint are moved to RUN/eval-HASH8.json (HASH8 naming that checkpoint and
+    preprocessing) with a note naming the suites to re-run; a foreign encoder's folder that holds other weights'
+    results is refused (one ConfigError naming the fix), before any work."""
+    results: dict[str, dict] = read_json(paths.eval, {})
+    current = ctx.checkpoint_meta
+
+    def recorded(result: dict) -> Any:
+        return result.get("protocol", {}).get("checkpoint")
+
+    def same(result: dict) -> bool:
+        return same_model(recorded(result), current) or (
+            ctx.foreign is None and legacy_same_run(recorded(result), current)
+        )
+
+    others = {key: result for key, result in results.items() if not same(result)}
+    if not others:
+        return results
+    first = recorded(next(iter(others.values())))
+    if ctx.foreign is not None:
+        raise ConfigError(
+            f"{paths.eval} holds results of other weights or preprocessing ({describe(first)}), not of "
+            f"{describe(current)}; results of two models are never merged: evaluate into another folder (without "
+            f"--out each weights file and preprocessing gets its own, {encoder_folder(ctx.foreign)}) or delete "
+            f"{paths.eval}"
+        )
+    moved: dict[Path, dict[str, dict]] = {}
+    for key, result in others.items():
+        moved.setdefault(paths.root / f"eval-{model_tag(recorded(result) or {})}.json", {})[key] = result
+    for file, group in moved.items():  # written before eval.json drops them: nothing is lost at any moment
+        atomic_write_json(file, {**read_json(file, {}), **group})
+    kept = {key: result for key, result in results.items() if key not in others}
+    atomic_write_json(paths.eval, kept)
+    suites = sorted({key.split("@")[0] for key in others})
+    ctx.note(
+        f"the checkpoint changed since {', '.join(sorted(others))} were evaluated ({describe(first)}); "
+        f"those results moved to {', '.join(f.name for f in moved)} and eval.json holds only {describe(current)}'s: "
+        f"re-run them with --suite {','.join(suites)}"
+    )
+    return kept
+
+
+def encoder_folder(encoder: ForeignEncoder) -> Path:
+    """The default folder of a foreign encoder's results: ``runs/eval-<name>-<hash8>``, the hash naming its
+    weights' content and its preprocessing, so that other weights (or the same on other data) get another."""
+    return Path("runs") / f"eval-{encoder.name}-{model_tag(encoder_record(encoder))}"
 
 
 def result_key(suite: str, feature_layer: str) -> str:
@@ -227,9 +300,10 @@ def write_report(paths: RunPaths, ctx: ModelOnData) -> tuple[Path, Path]:
 
 
 def format_table(results: dict) -> list[tuple[str, ...]]:
-    """Rows (suite, metric, value) of the scalar results, for printing."""
-    return [
-        (suite, metric, f"{value:.4g}")
-        for suite, result in results.items()
-        for metric, value in scalar_metrics(result).items()
-    ]
+    """Rows (suite, metric, value) for printing: a suite's declared summary (``ood``: per set, the combined and
+    the best single score), else all of its scalar results."""
+    rows: list[tuple[str, ...]] = []
+    for key, result in results.items():
+        summary = SUITES.get(key.split("@")[0]).summary or scalar_metrics
+        rows += [(key, metric, f"{value:.4g}") for metric, value in summary(result).items()]
+    return rows

@@ -10,14 +10,18 @@ The output folder (default ``RUN/export/``) holds
 - with ``--format onnx``, also ``model.onnx``: input ``images``, float in [0, 1], (N, C, H, W) with any N;
   the normalisation is inside the graph; output ``features`` (N, feature_dim).
 
-``probcl.load(FOLDER)`` reads the folder back (:func:`probcl.core.runs.load`). ``--out FILE.safetensors``
+``probcl.load(FOLDER)`` reads the folder back (:func:`probcl.runs.loading.load`). ``--out FILE.safetensors``
 (or ``.pt`` / ``.onnx``) writes that one file and its config as ``FILE.json`` beside it instead.
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import tempfile
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +31,12 @@ from torch import nn
 import probcl
 from probcl.config import to_plain
 from probcl.core.io import atomic_write, atomic_write_json
-from probcl.core.runs import RunPaths, load_run
+from probcl.core.layout import EXPORT_CONFIG, EXPORT_FORMAT, EXPORT_WEIGHTS, RunPaths
 from probcl.data.augment import Normalizer
 from probcl.errors import ConfigError, RunError
 from probcl.methods.base import SSLMethod
-from probcl.models.pretrained import BACKBONE_FIELDS, EXPORT_CONFIG, EXPORT_FORMAT, EXPORT_WEIGHTS
+from probcl.models.pretrained import BACKBONE_FIELDS
+from probcl.runs.loading import load_run
 
 FORMATS = ("safetensors", "onnx", "pt")
 ONNX_FILE = "model.onnx"
@@ -59,28 +64,35 @@ def export_backbone(run: str | Path, out: str | Path | None = None, fmt: str = "
         raise ConfigError(f"unknown export format {fmt!r}; valid: {', '.join(FORMATS)}")
     if fmt == "onnx":
         _require_onnx()
-    model = load_run(run, device="cpu")
     target = _target(Path(run), out, fmt)
+    return export_model(load_run(run, device="cpu"), target, fmt)
+
+
+def export_model(model: SSLMethod, target: Path, fmt: str) -> Path:
+    """Write ``model``'s backbone as ``fmt`` into the folder ``target`` (or the one file it names, with its
+    FILE.json); returns the file of that format. Every file is written before the config.json that names it,
+    each atomically, and an earlier export's other files are removed after it: at every moment config.json
+    names only files that exist, and a failed export (one RunError) leaves the folder as it was."""
     state = {k: v.detach().contiguous().clone() for k, v in model.backbone.state_dict().items()}
     if target.suffix:  # one file and its FILE.json
-        files = {"onnx" if fmt == "onnx" else "weights": target.name}
         if fmt == "onnx":
             _write_onnx(model, target)
         else:
             _write_weights(state, target, fmt)
-        atomic_write_json(config_file(target), export_config(model, files))
+        atomic_write_json(
+            config_file(target), export_config(model, {"onnx" if fmt == "onnx" else "weights": target.name})
+        )
         return target
     weights = target / WEIGHTS_FILE[fmt]
     files = {"weights": weights.name, **({"onnx": ONNX_FILE} if fmt == "onnx" else {})}
+    if fmt == "onnx":  # first: the one step that can fail on a sound model
+        _write_onnx(model, target / ONNX_FILE)
+    _write_weights(state, weights, fmt)
+    atomic_write_json(target / EXPORT_CONFIG, export_config(model, files))
     for stale in (*EXPORT_WEIGHTS, ONNX_FILE):  # an earlier export's other files would not match these weights
         if stale not in files.values():
             (target / stale).unlink(missing_ok=True)
-    _write_weights(state, weights, fmt)
-    atomic_write_json(target / EXPORT_CONFIG, export_config(model, files))
-    if fmt == "onnx":
-        _write_onnx(model, target / ONNX_FILE)
-        return target / ONNX_FILE
-    return weights
+    return target / files["onnx" if fmt == "onnx" else "weights"]
 
 
 def config_file(path: Path) -> Path:
@@ -145,7 +157,8 @@ def _require_onnx() -> None:
 
 
 def _write_onnx(model: SSLMethod, path: Path) -> None:
-    """The normalisation and backbone as an ONNX graph with a dynamic batch axis, checked by onnx."""
+    """The normalisation and backbone as an ONNX graph with a dynamic batch axis, checked by onnx. A failure is
+    one RunError: what the exporter prints on the way (its whole TorchScript graph) is captured and dropped."""
     import onnx
 
     info = model.data_info
@@ -154,8 +167,8 @@ def _write_onnx(model: SSLMethod, path: Path) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         written = Path(scratch) / ONNX_FILE
         try:
-            with warnings.catch_warnings():  # torch announces the TorchScript exporter's deprecation on every call
-                warnings.simplefilter("ignore", DeprecationWarning)
+            with _captured_output(Path(scratch) / "exporter.log"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notes
                 torch.onnx.export(
                     graph,
                     (example,),
@@ -175,3 +188,22 @@ def _write_onnx(model: SSLMethod, path: Path) -> None:
             ) from None
         graph_bytes = written.read_bytes()
     atomic_write(path, lambda fh: fh.write(graph_bytes))
+
+
+@contextmanager
+def _captured_output(log: Path) -> Iterator[None]:
+    """Standard output and error, at the file-descriptor level (C++ writes there too), into ``log``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    try:
+        with log.open("wb") as sink:
+            for fd in saved:
+                os.dup2(sink.fileno(), fd)
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+            os.close(copy)

@@ -24,17 +24,20 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 
 from probcl.config import Config, ConfigError, TrainConfig, from_dict, recipe_changes, save_config
 from probcl.core.io import atomic_write
-from probcl.core.loggers import check_loggers, extra_loggers
-from probcl.core.metrics_log import JsonlLogger
-from probcl.core.resume import ExactResume, GracefulStop, ResumableLoader
-from probcl.core.runs import RunLock, RunPaths, move_aside
-from probcl.data.datasets import ImageSource, TensorImages, load_dataset, random_subset
+from probcl.core.layout import RunPaths
+from probcl.core.run_lock import RunLock, move_aside
+from probcl.data.info import data_info_for
+from probcl.data.loaders import load_dataset
+from probcl.data.sources import ImageSource, TensorImages, random_subset
+from probcl.data.unreadable import UnreadableFiles
 from probcl.errors import RunError
 from probcl.eval.features import extract
 from probcl.eval.knn import topk_accuracy, weighted_knn_scores
-from probcl.methods import METHODS, DataInfo, SSLMethod
-
-STAT_SAMPLES = 10000  # images used to estimate the per-channel mean/std
+from probcl.methods import METHODS, SSLMethod
+from probcl.runs.loggers import check_loggers, extra_loggers
+from probcl.runs.metrics_log import JsonlLogger
+from probcl.runs.resume import ExactResume, GracefulStop, ResumableLoader
+from probcl.tasks.startup import announce, steps_per_epoch, summarize
 
 
 class _DropTips(logging.Filter):
@@ -45,6 +48,18 @@ class _DropTips(logging.Filter):
 
 
 logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropTips())
+
+# Warnings of the training stack that a probcl run has already dealt with, silenced by message during
+# ``trainer.fit`` (regex -> why no user needs to act on it); any other warning is shown.
+HANDLED_WARNINGS = {
+    ".*does not have many workers.*": "in-memory data is batched in the main process; a folder's decoding "
+    "processes are --num-workers",
+    ".*LeafSpec.*": "Lightning's own use of a deprecated torch pytree class",
+    "Checkpoint directory .* exists and is not empty": "a run directory's checkpoints are its own: a resume "
+    "continues from last.ckpt and --no-resume moves the old files aside first",
+    r"Found \d+ module\(s\) in eval mode": "only a method's frozen part is (tau-posthoc's backbone, whose BatchNorm "
+    "statistics stay fixed): every run builds its model afresh, in train mode",
+}
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -118,25 +133,16 @@ class OnlineMonitor(Callback):
         return metrics
 
 
-def data_info_for(cfg: Config, train: ImageSource) -> DataInfo:
-    """Channels, size, classes and normalisation statistics of the training data."""
-    if cfg.augment.normalize == "symmetric":
-        mean, std = [0.5] * train.channels, [0.5] * train.channels
-    else:
-        sampled = train.subset(random_subset(len(train), min(len(train), STAT_SAMPLES)))
-        images = sampled.to_memory(cfg.data.num_workers).images
-        pixels = images.float().div(255.0).transpose(0, 1).reshape(train.channels, -1)
-        mean, std = pixels.mean(1).tolist(), pixels.std(1).clamp_min(1e-3).tolist()
-    return DataInfo(cfg.data.dataset, train.channels, train.image_size, train.num_classes, mean, std)
-
-
-def _monitor_sets(cfg: Config, train: ImageSource, seed: int) -> tuple[TensorImages, TensorImages] | None:
+def _monitor_sets(
+    cfg: Config, train: ImageSource, seed: int, unreadable: UnreadableFiles
+) -> tuple[TensorImages, TensorImages] | None:
     """Seeded subsets of the labeled training images and of the test set, in memory (streamed folders decoded
     once, in ``data.num_workers`` processes)."""
     labels = train.labels()
     if labels is None or not (labels >= 0).any():
         return None
-    test = load_dataset(cfg.data.dataset, "test", cfg.data.root, cfg.data.download, cfg.data.image_size, train.channels)
+    d = cfg.data
+    test = load_dataset(d.dataset, "test", d.root, d.download, d.image_size, train.channels, unreadable=unreadable)
     if test.labels() is None:
         return None
     t, workers = cfg.train, cfg.data.num_workers
@@ -184,6 +190,14 @@ def _check_resume_config(paths: RunPaths, cfg: Config) -> None:
 def _is_rank_zero() -> bool:
     """True in the process that writes the run directory."""
     return rank_zero_only.rank == 0  # type: ignore[attr-defined]  # set on the function by Lightning
+
+
+def _batches_per_epoch(batches: int, limit: float | None) -> int:
+    """The batches an epoch runs under ``train.limit_train_batches`` (a count when > 1, else a fraction), as
+    Lightning counts them: its logging interval must not exceed this (Lightning warns otherwise)."""
+    if limit is None:
+        return batches
+    return min(batches, int(limit)) if limit > 1 else int(batches * limit)
 
 
 def _trainer(**kwargs: Any) -> pl.Trainer:
@@ -248,12 +262,13 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
     pl.seed_everything(cfg.train.seed, workers=True, verbose=False)
 
     d = cfg.data
-    train = load_dataset(d.dataset, "pretrain", d.root, d.download, d.image_size)
+    unreadable = UnreadableFiles(d.on_unreadable)
+    channels = None if d.channels == "auto" else d.channels
+    train = load_dataset(d.dataset, "pretrain", d.root, d.download, d.image_size, channels, unreadable=unreadable)
     if d.train_subset is not None and d.train_subset < len(train):
         train = train.subset(random_subset(len(train), d.train_subset, cfg.train.seed))
     t = cfg.train
-    if len(train) < t.batch_size:
-        raise ConfigError(f"train.batch_size={t.batch_size} exceeds the {len(train)} training images; lower it")
+    steps_per_epoch(len(train), t.batch_size, limit=t.limit_train_batches)  # a batch the data cannot fill: refused
     info = data_info_for(cfg, train)
     if _is_rank_zero():  # a resumed run records the settings it continues with (more epochs, another logger)
         paths.root.mkdir(parents=True, exist_ok=True)
@@ -291,7 +306,9 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
                 every_n_train_steps=t.checkpoint_every_n_steps,
             )
         )
-    monitor_sets = _monitor_sets(cfg, train, t.seed)
+    monitor_sets = _monitor_sets(cfg, train, t.seed, unreadable)
+    if _is_rank_zero():
+        unreadable.report(paths.unreadable)
     if monitor_sets is not None and t.monitor_every_n_epochs > 0:
         callbacks.append(OnlineMonitor(*monitor_sets, every_n_epochs=t.monitor_every_n_epochs))
         callbacks.append(
@@ -320,7 +337,7 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],
         limit_train_batches=(int(limit) if limit is not None and limit > 1 else limit),
-        log_every_n_steps=max(1, min(10, len(loader))),
+        log_every_n_steps=max(1, min(10, _batches_per_epoch(len(loader), limit))),
         enable_progress_bar=t.progress_bar,
         enable_model_summary=False,
         num_sanity_val_steps=0,
@@ -331,9 +348,11 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
             "train.sync_batchnorm needs GPUs (torch's SyncBatchNorm has no CPU kernel); drop "
             "--sync-batchnorm on CPU (MoCo keeps method_args.shuffle_bn instead)"
         )
+    if _is_rank_zero():
+        announce(summarize(cfg, train, trainer))
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", ".*does not have many workers.*")
-        warnings.filterwarnings("ignore", ".*LeafSpec.*")
+        for message in HANDLED_WARNINGS:
+            warnings.filterwarnings("ignore", message)
         try:
             trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
         except SIGTERMException:

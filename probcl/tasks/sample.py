@@ -11,18 +11,39 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import torch
 
-from probcl.data.datasets import ImageSource, load_dataset
+from probcl.config import AtLeast, NonNegative, Seed
+from probcl.core.layout import RunPaths
+from probcl.data.loaders import load_dataset
+from probcl.data.sources import ImageSource
+from probcl.data.unreadable import UnreadableFiles
 from probcl.errors import ConfigError
+from probcl.methods import METHODS
 from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import EnergyModel
 from probcl.report.plots import save_figure
+from probcl.runs.loading import load_run
 from probcl.samplers.sgld import proximal_sgld
 
 Start = Literal["noise", "data"]
+
+
+@dataclass
+class SampleOptions:
+    """How :func:`draw_samples` draws; checked by :func:`~probcl.config.from_dict` (``probcl sample``'s flags).
+    Unset SGLD settings default to the run's (sigma: its sigma_min, the low-noise end of Eq. 22)."""
+
+    num: Annotated[int, AtLeast(1)] = 64  # samples
+    steps: Annotated[int, NonNegative] = 200  # SGLD steps
+    start: Start = "noise"  # chains start from uniform noise or from data views
+    step_size: Annotated[float | None, NonNegative] = None  # alpha of Eq. 21
+    clamp: Annotated[float | None, NonNegative] = None  # delta of Eq. 21
+    sigma: Annotated[float | None, NonNegative] = None  # noise std
+    reference_size: Annotated[int, AtLeast(1)] = 256  # data views (second views) that define the energy
+    seed: Seed = 0  # seed of the reference views and the SGLD noise
 
 
 @dataclass
@@ -36,8 +57,6 @@ class DrawnSamples:
 
 def energy_model_methods() -> list[str]:
     """Names of the registered methods that declare :class:`EnergyModel`."""
-    from probcl.methods import METHODS
-
     return [name for name in METHODS.names() if issubclass(METHODS.get(name), EnergyModel)]
 
 
@@ -47,52 +66,39 @@ def _random_images(data: ImageSource, count: int, generator: torch.Generator) ->
 
 
 @torch.no_grad()
-def draw_samples(
-    model: SSLMethod,
-    data: ImageSource,
-    num: int = 64,
-    steps: int = 200,
-    start: Start = "noise",
-    step_size: float | None = None,
-    clamp: float | None = None,
-    sigma: float | None = None,
-    reference_size: int = 256,
-    seed: int = 0,
-) -> DrawnSamples:
-    """Run proximal SGLD on the energy of ``model`` for ``steps`` steps from noise or data views.
+def draw_samples(model: SSLMethod, data: ImageSource, options: SampleOptions | None = None) -> DrawnSamples:
+    """Run proximal SGLD on the energy of ``model`` for ``options.steps`` steps from noise or data views.
 
-    ``data`` supplies the reference second views (and the starting views for ``start='data'``);
-    unset SGLD settings default to the run's (sigma: its sigma_min, the low-noise end of Eq. 22).
-    Seeds torch's global generator with ``seed`` (views and SGLD noise draw from it).
+    ``data`` supplies the reference second views (and the starting views for ``start='data'``).
+    Seeds torch's global generator with ``options.seed`` (views and SGLD noise draw from it).
     """
+    o = options or SampleOptions()
     if not isinstance(model, EnergyModel):
         raise ConfigError(
             f"method {model.cfg.method!r} has no energy model to sample from; "
             f"`probcl sample` needs a run of: {', '.join(energy_model_methods())}"
         )
-    if start not in ("noise", "data"):
-        raise ConfigError(f"start must be 'noise' or 'data', got {start!r}")
     settings = model.sgld_settings()
-    step_size = settings.step_size if step_size is None else step_size
-    clamp = settings.clamp if clamp is None else clamp
-    sigma = settings.sigma_min if sigma is None else sigma
+    step_size = settings.step_size if o.step_size is None else o.step_size
+    clamp = settings.clamp if o.clamp is None else o.clamp
+    sigma = settings.sigma_min if o.sigma is None else o.sigma
     device = model.device
-    generator = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
-    reference = model.views.view(_random_images(data, reference_size, generator).to(device), 1)
+    generator = torch.Generator().manual_seed(o.seed)
+    torch.manual_seed(o.seed)
+    reference = model.views.view(_random_images(data, o.reference_size, generator).to(device), 1)
     z_ref = model.energy_reference(reference)
     low, high = model.normalizer.bounds()
-    if start == "data":
-        init = model.views.view(_random_images(data, num, generator).to(device), 0)
+    if o.start == "data":
+        init = model.views.view(_random_images(data, o.num, generator).to(device), 0)
     else:
         info = model.data_info
-        init = low + (high - low) * torch.rand((num, info.channels, info.image_size, info.image_size), device=device)
+        init = low + (high - low) * torch.rand((o.num, info.channels, info.image_size, info.image_size), device=device)
     init = torch.clamp(init, low, high)
 
     def energy_fn(v: torch.Tensor) -> torch.Tensor:
         return model.image_energy(v, z_ref)
 
-    trace = proximal_sgld(energy_fn, init, steps, step_size, clamp, sigma, (low, high))
+    trace = proximal_sgld(energy_fn, init, o.steps, step_size, clamp, sigma, (low, high))
     return DrawnSamples(
         model.normalizer.inverse(trace.samples).clamp(0, 1).cpu(), energy_fn(trace.samples).cpu(), energy_fn(init).cpu()
     )
@@ -126,27 +132,29 @@ def save_sample_grid(
 
 def sample_run(
     run: str | Path,
+    options: SampleOptions | None = None,
+    *,
     out: str | Path | None = None,
-    data: str | None = None,
+    dataset: str | None = None,
     data_root: str | None = None,
     checkpoint: str = "last",
     device: str = "auto",
     ncols: int | None = None,
-    **options,
 ) -> tuple[Path, DrawnSamples]:
-    """Load a run, draw samples (see :func:`draw_samples` for ``options``) and save the grid."""
-    from probcl.core.runs import RunPaths, load_run
-
+    """Load a run, draw samples with ``options`` from the energy defined by views of ``dataset`` (default: the
+    run's training data) and save the grid to ``out`` (default: RUN/plots/samples.png)."""
+    o = options or SampleOptions()
     model = load_run(run, checkpoint, device)
     info = model.data_info
-    spec = data or model.cfg.data.dataset
+    spec = dataset or model.cfg.data.dataset
     root = data_root if data_root is not None else model.cfg.data.root
-    reference = load_dataset(spec, "train", root, False, info.image_size, info.channels)
-    samples = draw_samples(model, reference, **options)
+    # the run's policy for unreadable files: the files its pretraining skipped (and listed) are skipped here too
+    policy = UnreadableFiles(model.cfg.data.on_unreadable)
+    reference = load_dataset(spec, "train", root, False, info.image_size, info.channels, unreadable=policy)
+    samples = draw_samples(model, reference, o)
     out = Path(out) if out is not None else RunPaths(Path(run)).plots / "samples.png"
-    start, steps = options.get("start", "noise"), options.get("steps", 200)
     title = (
-        f"{model.cfg.method}: {steps} SGLD steps from {start}; "
+        f"{model.cfg.method}: {o.steps} SGLD steps from {o.start}; "
         f"mean energy {samples.initial_energies.mean():.2f} -> {samples.energies.mean():.2f}"
     )
     return save_sample_grid(samples, out, ncols, title), samples

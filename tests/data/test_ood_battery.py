@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from probcl.data.datasets import TensorImages, load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.data.ood_sets import GENERATED, generated_set
+from probcl.data.sources import TensorImages
 from probcl.errors import DatasetError
 
 

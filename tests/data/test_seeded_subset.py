@@ -4,7 +4,8 @@ import pytest
 import torch
 from PIL import Image
 
-from probcl.data.datasets import TensorImages, load_dataset
+from probcl.data.loaders import load_dataset
+from probcl.data.sources import TensorImages
 from probcl.errors import ConfigError
 
 

@@ -9,7 +9,7 @@ import torch
 import torchvision
 from lightning.pytorch.callbacks import Callback
 
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.errors import DatasetError
 
 COUNTS = {"train": 10, "unlabeled": 6, "test": 4}

@@ -11,9 +11,12 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
-from probcl.data.datasets import CorruptImageError, FolderImages, TensorImages, load_dataset
+from probcl.data.decoding import CorruptImageError
+from probcl.data.folders import FolderImages
+from probcl.data.loaders import load_dataset
+from probcl.data.sources import TensorImages
 from probcl.errors import DatasetError
-from tests.test_exact_resume import KillAt, Killed, assert_same_run
+from tests.runs.test_resume import KillAt, Killed, assert_same_run
 
 
 def _save(path: Path, image: torch.Tensor) -> None:
@@ -68,17 +71,26 @@ def test_nested_names_sort_as_paths(tmp_path):
     assert list(part.paths) == [reference[3], reference[0], reference[0]] and part.labels().tolist() == [2, 0, 0]
 
 
-def test_corrupt_image_in_a_worker_is_one_line(tmp_path, capsys):
+def test_image_damaged_past_its_header_fails_in_a_worker_as_one_line(tmp_path, capsys):
+    """A JPEG cut short passes the up-front check (its header is intact; JPEG has no checksums) and fails when a
+    worker decodes it: one line naming the file, in the loader and in `probcl pretrain`."""
     from probcl.cli import main
 
     for split, count in (("train", 12), ("test", 3)):
         for i in range(count):
             _save(tmp_path / "imgs" / split / f"{i:02d}.png", torch.full((1, 8, 8), 10 * i, dtype=torch.uint8))
-    (tmp_path / "imgs" / "train" / "05.png").write_bytes(b"not a png")
-    data = load_dataset(f"folder:{tmp_path / 'imgs'}", "train", image_size=8)
+    noise = torch.randint(0, 256, (64, 64), generator=torch.Generator().manual_seed(0), dtype=torch.uint8)
+    Image.fromarray(noise.numpy()).save(tmp_path / "cut.jpg")
+    whole = (tmp_path / "cut.jpg").read_bytes()
+    (tmp_path / "imgs" / "train" / "05.png").unlink()
+    (tmp_path / "imgs" / "train" / "05.jpg").write_bytes(whole[: len(whole) * 3 // 4])
+    data = load_dataset(f"folder:{tmp_path / 'imgs'}", "train", image_size=8)  # the check passes it
+    assert len(data) == 12
     with pytest.raises(CorruptImageError) as caught:
         list(DataLoader(data, batch_size=4, num_workers=1))
-    assert re.fullmatch(r"cannot read image .*05\.png: .*Remove or replace this file.*", str(caught.value))
+    assert re.fullmatch(
+        r"cannot read image .*05\.jpg: image file is truncated.*Remove or replace this file", str(caught.value)
+    )
     assert "Traceback" not in str(caught.value) and "\n" not in str(caught.value)
     code = main(
         [
@@ -96,7 +108,7 @@ def test_corrupt_image_in_a_worker_is_one_line(tmp_path, capsys):
         ]
     )
     err = capsys.readouterr().err
-    assert code != 0 and "Traceback" not in err and re.search(r"cannot read image .*05\.png", err)
+    assert code != 0 and "Traceback" not in err and re.search(r"cannot read image .*05\.jpg", err)
 
 
 RUN = {

@@ -16,10 +16,10 @@ from sklearn.preprocessing import StandardScaler
 
 import probcl
 from probcl.cli import main
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.errors import ConfigError
 from probcl.eval import ModelOnData
-from probcl.eval.encoder import load_encoder, wrap_encoder
+from probcl.models.encoder import load_encoder, wrap_encoder
 
 MEAN, STD = [0.3, 0.35, 0.4], [0.3, 0.25, 0.35]  # deliberately per-channel: a swap or a default would show
 MAX_TRAIN = 200

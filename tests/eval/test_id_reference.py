@@ -12,14 +12,9 @@ from scipy.special import logsumexp
 from sklearn.neighbors import NearestNeighbors
 
 from probcl.errors import ConfigError
-from probcl.eval.id_reference import (
-    COMBINED,
-    IdReference,
-    combination_weights,
-    two_sided,
-    vmf_kernel_density_score,
-)
+from probcl.eval.id_reference import IdReference, vmf_kernel_density_score
 from probcl.eval.outlier import knn_distance, knn_distances, threshold_at_tpr
+from probcl.eval.score_table import COMBINED, combination_weights, two_sided
 
 
 def test_knn_distances_for_several_k_match_scikit_learn():
@@ -125,7 +120,7 @@ def test_two_sided_scores_flag_both_tails_and_the_state_round_trips():
 def test_method_scores_come_from_declared_capabilities():
     from methods.helpers import build
 
-    from probcl.eval.id_reference import score_names
+    from probcl.eval.score_table import score_names
 
     base = ["knn10", "knn10_raw", "feature_norm", "mahalanobis_classfree", "input_stats"]
     assert score_names(build("simclr"), 10, labeled=False) == base

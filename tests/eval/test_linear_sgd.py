@@ -8,9 +8,9 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
+from probcl.core.typed_config import parse_suite_options
 from probcl.eval import SUITES
 from probcl.eval.linear_sgd import SGDProbeOptions, fit_sgd_classifier, sgd_linear_probe
-from probcl.eval.suites import parse_suite_options
 
 
 def blobs(n_per_class: int = 100, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -17,7 +17,7 @@ from probcl.config import load_config
 from probcl.errors import ConfigError
 from probcl.methods import METHODS
 from probcl.methods.capabilities import HasUncertainty
-from probcl.tasks.evaluate import evaluate_run
+from probcl.tasks.evaluate import EvaluateSettings, evaluate_run
 from probcl.tasks.pretrain import pretrain
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "adding-a-method.md"
@@ -77,7 +77,7 @@ def test_the_example_trains_resumes_and_is_evaluated(barlow_twins, tmp_path):
     # a third epoch resumes from the checkpoint of the second
     more = pretrain(load_config(None, {**overrides, "train.epochs": 3}))
     assert torch.load(Path(more) / "checkpoints" / "last.ckpt", weights_only=False)["epoch"] == 2
-    results = evaluate_run(run, ["linear", "knn"], device="cpu", figures=False)
+    results = evaluate_run(run, ["linear", "knn"], EvaluateSettings(device="cpu", figures=False))
     assert 0 <= results["linear"]["top1"] <= 100 and 0 <= results["knn"]["top1"] <= 100
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from probcl.eval.id_reference import model_output_fns
+from probcl.eval.score_table import model_output_fns
 from probcl.eval.scoring_network import export_outputs, load_outputs
 from probcl.methods import METHODS
 from probcl.methods.capabilities import EnergyModel, HasUncertainty, StochasticEncoder

@@ -115,6 +115,38 @@ def test_pil_images_files_and_float_tensors_give_the_tensor_result(tmp_path):
     assert torch.equal(as_image_batch([Image.fromarray(rgb)] * 2, 1, 12), by_hand.expand(2, -1, -1, -1))
 
 
+def test_numpy_arrays_are_channels_last_images(tmp_path):
+    """NumPy arrays read as PIL/imageio/scikit-learn hold images: (N, H, W[, C]) batches, (H, W[, C]) one image;
+    at the model's size and channels used as they are, otherwise converted like an image file."""
+    model = build("tau-simclr")
+    x = images(5)
+    gray = x[:, 0].numpy()  # (N, H, W): scikit-learn's digits.images layout
+    expected = reference_features(model, x)
+    for given, rows in (
+        (gray, slice(None)),
+        (gray[..., None], slice(None)),  # (N, H, W, 1)
+        (gray[2], slice(2, 3)),  # one (H, W) image
+        (gray[2][..., None], slice(2, 3)),  # one (H, W, 1) image
+        (gray.astype(np.float64) / 255, slice(None)),  # float in [0, 1]: precision kept
+        ([gray[0], gray[1]], slice(0, 2)),
+    ):
+        torch.testing.assert_close(model.embed(given, batch_size=2), expected[rows], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(model.project(gray, batch_size=3), model.project(x), atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(model.uncertainty(gray, batch_size=3), model.uncertainty(x), atol=1e-6, rtol=1e-6)
+
+    # RGB and RGBA arrays of another size: the model's 1 channel (ITU-R 601 luma, as PIL) and size, as a file
+    rgb = np.random.default_rng(0).integers(0, 256, (2, 30, 40, 3), dtype=np.uint8)
+    luma = (rgb.astype(np.int64) @ np.array([19595, 38470, 7471]) + 0x8000) >> 16  # PIL's integer formula
+    resized = np.stack([np.asarray(Image.fromarray(g.astype(np.uint8)).resize((12, 12), Image.BILINEAR)) for g in luma])
+    assert torch.equal(as_image_batch(rgb, 1, 12), torch.from_numpy(resized)[:, None])
+    rgba = np.concatenate([rgb, np.full((2, 30, 40, 1), 255, np.uint8)], axis=-1)
+    assert torch.equal(as_image_batch(rgba, 1, 12), as_image_batch(rgb, 1, 12))  # alpha dropped
+    Image.fromarray(rgb[1]).save(tmp_path / "rgb.png")
+    assert torch.equal(as_image_batch(rgb[1], 1, 12), as_image_batch(tmp_path / "rgb.png", 1, 12))
+    assert torch.equal(as_image_batch(rgb.astype(np.float32) / 255, 1, 12), as_image_batch(rgb, 1, 12))
+    assert as_image_batch(np.zeros((0, 30, 40, 3), np.uint8), 1, 12).shape == (0, 1, 12, 12)
+
+
 def test_results_are_on_the_model_device():
     model = build("simclr")
     x = images(4)
@@ -137,7 +169,11 @@ def test_results_are_on_the_model_device():
         (torch.full((2, 1, 12, 12), 255.0), ConfigError, r"must be in \[0, 1\]"),
         (torch.zeros(2, 1, 12, 12, dtype=torch.int64), ConfigError, "uint8"),
         (torch.zeros(12, 12), ConfigError, r"\(N, C, H, W\)"),
-        (np.zeros((2, 12, 12, 1), dtype=np.uint8), ConfigError, "type ndarray"),
+        ({"not": "images"}, ConfigError, "type dict"),
+        (np.zeros((2, 12, 12, 1), dtype=np.int32), ConfigError, "dtype int32: pass uint8"),
+        (np.full((2, 12, 12), 2.0), ConfigError, r"must be in \[0, 1\]"),
+        (np.zeros((2, 1, 12, 12), dtype=np.uint8), ConfigError, r"channels-last .* torch.from_numpy"),
+        (np.zeros((2, 2, 12, 12, 1), dtype=np.uint8), ConfigError, r"got shape \(2, 2, 12, 12, 1\)"),
         ([], ConfigError, "no images"),
         ("nowhere.png", DatasetError, "nowhere.png does not exist"),
         (

@@ -14,8 +14,8 @@ import probcl
 from probcl.cli import main
 from probcl.config import ModelConfig, from_dict, load_config
 from probcl.errors import ConfigError
-from probcl.eval.encoder import load_encoder
 from probcl.models.backbones import build_backbone
+from probcl.models.encoder import load_encoder
 
 
 def test_config_accepts_timm_names_and_rejects_unknown_ones():
@@ -26,6 +26,9 @@ def test_config_accepts_timm_names_and_rejects_unknown_ones():
         from_dict(ModelConfig, {"backbone": "vgg"}, "model")
     with pytest.raises(ConfigError, match="timm:resnet10t keeps its own layers"):
         from_dict(ModelConfig, {"backbone": "timm:resnet10t", "norm": "none"}, "model")
+    own = r"model\.dropout2d applies to probcl's own backbones \(cnn, resnet18, resnet50\)"
+    with pytest.raises(ConfigError, match=own):
+        from_dict(ModelConfig, {"backbone": "timm:resnet10t", "dropout2d": 0.5}, "model")
 
 
 def test_without_timm_one_line_says_how_to_install(monkeypatch, capsys):
@@ -62,7 +65,7 @@ def test_timm_checkpoint_with_its_head_loads_as_an_encoder(tmp_path):
 
 
 def test_two_step_pretrain_then_evaluate_as_run_and_as_exported_weights(tiny_config, tmp_path):
-    from probcl.tasks.evaluate import evaluate_run
+    from probcl.tasks.evaluate import EvaluateSettings, evaluate_run
     from probcl.tasks.export import export_backbone
     from probcl.tasks.pretrain import pretrain
 
@@ -85,7 +88,7 @@ def test_two_step_pretrain_then_evaluate_as_run_and_as_exported_weights(tiny_con
         assert torch.allclose(model.embed(x), reference(model.normalizer(x)), atol=1e-5)
 
     flags = ["--max-train", "200", "--device", "cpu"]
-    run = evaluate_run(root, ["knn"], device="cpu", max_train=200, figures=False)["knn"]
+    run = evaluate_run(root, ["knn"], EvaluateSettings(device="cpu", max_train=200, figures=False))["knn"]
     weights = export_backbone(root)  # + .json sidecar: architecture, channels, size, normalisation
     out = tmp_path / "exported-eval"
     assert (

@@ -8,8 +8,9 @@ import sys
 from pathlib import Path
 
 from probcl.report.benchmark_report import verdict_table
-from probcl.report.claims import CLAIMS, ClaimResult, judge
+from probcl.report.claim_stats import ClaimResult, judge
 from probcl.report.document import Document
+from tests.report.test_claims import study_claims
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,7 +23,7 @@ def test_readme_study_block_matches_the_published_results():
 
 
 def test_verdict_table_shows_the_weakest_comparison_and_its_reason():
-    claim = CLAIMS.get("vem-accuracy")  # VEM-Langevin - SimCLR, then VEM-SVGD - SimCLR, linear top-1
+    claim = study_claims()["vem-accuracy"]  # VEM-Langevin - SimCLR, then VEM-SVGD - SimCLR, linear top-1
     by_seed = {
         s: {
             "simclr": {"linear/top1": 80.0},

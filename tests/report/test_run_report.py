@@ -147,7 +147,7 @@ def test_report_covers_all_suites_so_far_and_keeps_the_map(evaluated_run):
     run = evaluated_run
     cache = run / "plots" / "embedding-map.json"
     before = cache.read_text()
-    assert main(["evaluate", str(run), "--suite", "knn", "--option", "knn.k=5", "--max-train", "400"]) == 0
+    assert main(["evaluate", str(run), "--suite", "knn", "--option", "knn.knn_k=5", "--max-train", "400"]) == 0
     assert cache.read_text() == before  # same checkpoint, layer and seed: the t-SNE is not recomputed
     assert main(["evaluate", str(run), "--suite", "linear", "--features", "pixels", "--max-train", "400"]) == 0
     assert cache.read_text() == before  # the map shows the run's backbone, whatever --features evaluated
@@ -165,7 +165,7 @@ def test_embedding_map_is_a_faithful_seeded_tsne_of_test_features(evaluated_run)
     from sklearn.manifold import trustworthiness
 
     import probcl
-    from probcl.data.datasets import load_dataset
+    from probcl.data.loaders import load_dataset
 
     emb = json.loads((evaluated_run / "plots" / "embedding-map.json").read_text())
     test = load_dataset("digits", "test")

@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 import probcl
 from probcl.cli import main
 from probcl.config import load_config
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.errors import ConfigError, ProbclError, RunError
 from probcl.models.pretrained import describe_pretrained
 from probcl.tasks.export import export_backbone
@@ -126,7 +126,7 @@ def test_bad_input_gets_one_clear_error(run, tmp_path, monkeypatch, capsys):
     with pytest.raises(RunError, match="ONNX graph: run it with onnxruntime"):
         probcl.load(onnx)
     with pytest.raises(RunError, match="exported backbone, not a run"):
-        from probcl.core.runs import load_run
+        from probcl.runs.loading import load_run
 
         load_run(out.parent)
     with pytest.raises(ConfigError, match="does not fit --format onnx"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from lightning.pytorch.callbacks import Callback
 
-from probcl.core.metrics_log import read_rows
+from probcl.core.metrics_file import read_rows
 from probcl.errors import ConfigError
 from probcl.tasks.pretrain import pretrain
 

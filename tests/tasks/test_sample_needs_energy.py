@@ -1,7 +1,7 @@
 """`probcl sample` asks the run for the EnergyModel capability and explains itself when it is missing."""
 
 from probcl.cli import main
-from probcl.core.runs import RunPaths
+from probcl.core.layout import RunPaths
 from probcl.tasks.pretrain import pretrain
 from probcl.tasks.sample import energy_model_methods
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -17,11 +18,11 @@ import torch
 from conftest import tiny_overrides
 from PIL import Image
 
-import probcl.eval.id_reference as id_reference
-import probcl.tasks.score as score_task
+import probcl.tasks.score.cache as score_cache
+import probcl.tasks.score.model_scorer as model_scorer
 from probcl.cli import main
 from probcl.config import load_config
-from probcl.data.datasets import load_dataset
+from probcl.data.loaders import load_dataset
 from probcl.errors import RunError
 from probcl.tasks.pretrain import pretrain
 from probcl.tasks.score import ScoreOptions, score_dataset
@@ -59,12 +60,21 @@ def read_rows(path):
         return list(csv.DictReader(fh))
 
 
+def flagged_figures(html: str) -> list[str]:
+    """The names (alt texts) of the contact sheet's images drawn as flagged."""
+    return re.findall(r'<figure class="ood"><img src="[^"]*" alt="([^"]*)"', html)
+
+
 def test_garbage_is_flagged_with_a_reason_and_held_out_id_images_are_kept(run, garbage, tmp_path, capsys):
     out, sheet = tmp_path / "garbage.csv", tmp_path / "sheet.html"
     args = ["score", str(run), "--max-calibration", str(CALIBRATION)]
     assert main([*args, "--dataset", f"folder:{garbage}", "--out", str(out), "--html", str(sheet)]) == 0
-    printed = capsys.readouterr().out
-    assert "skipped 1 unreadable file(s)" in printed and "8 flagged as out-of-distribution" in printed
+    captured = capsys.readouterr()
+    assert "8 flagged as out-of-distribution" in captured.out
+    assert (
+        f"skipped 1 unreadable image file (--on-unreadable=skip), listed in {out.with_suffix('.unreadable.txt')}"
+        in (captured.err)
+    )
     sidecar = json.loads(out.with_suffix(".json").read_text())
     assert sidecar["skipped"] == [str(garbage / "broken.png")] and sidecar["rows"] == sidecar["flagged"] == 8
 
@@ -115,8 +125,13 @@ def test_garbage_is_flagged_with_a_reason_and_held_out_id_images_are_kept(run, g
     sd = math.sqrt(r * (m + 1 - r) / ((m + 1) ** 2 * (m + 2)) + 0.95 * 0.05 / len(held_out))
     assert accepted >= 0.95 - 3 * sd, (accepted, sd)
 
+    # The contact sheet: every flagged image once (no accepted image here), and the unreadable file with its reason.
     html = sheet.read_text()
-    assert html.count("data:image/png;base64,") == 16 and "colour0.jpg" in html and "OOD: " in html
+    assert sorted(flagged_figures(html)) == sorted(p.name for p in garbage.iterdir() if p.name != "broken.png")
+    assert html.count("data:image/png;base64,") == 8 and "OOD: " in html
+    assert sidecar["skipped_reasons"][str(garbage / "broken.png")].startswith("cannot identify image file")
+    assert "<h2>Skipped: 1 unreadable file</h2>" in html
+    assert f"<code>{garbage / 'broken.png'}</code>: cannot identify image file" in html
 
 
 def test_knn_scores_match_scikit_learn_on_the_run_features(run, garbage, tmp_path):
@@ -148,13 +163,13 @@ def test_knn_scores_match_scikit_learn_on_the_run_features(run, garbage, tmp_pat
 def test_the_fitted_reference_is_cached_per_checkpoint(run, garbage, tmp_path, monkeypatch):
     run = Path(shutil.copytree(run, tmp_path / "run"))  # its checkpoint is rewritten below
     fits = []
-    real_fit = id_reference.fit_reference
+    real_fit = model_scorer.fit_reference
 
     def counting_fit(*args, **kwargs):
         fits.append(1)
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(id_reference, "fit_reference", counting_fit)
+    monkeypatch.setattr(model_scorer, "fit_reference", counting_fit)
     options = ScoreOptions(max_calibration=200, seed=5)  # options of their own: a cache file of their own
     first = score_dataset(run, f"folder:{garbage}", tmp_path / "a.csv", options)
     cache = first.cache["path"]
@@ -184,14 +199,14 @@ def test_the_fitted_reference_is_cached_per_checkpoint(run, garbage, tmp_path, m
     assert any(r["knn10_raw"] != before[r["id"]] for r in read_rows(tmp_path / "d.csv"))
 
     # A run directory where the cache cannot be written costs speed, not the scores.
-    real_write = score_task.atomic_write
+    real_write = score_cache.atomic_write
 
     def failing_cache_write(path, write):
         if "score-cache" in str(path):
             raise RunError(f"cannot write {path}: Read-only file system")
         return real_write(path, write)
 
-    monkeypatch.setattr(score_task, "atomic_write", failing_cache_write)
+    monkeypatch.setattr(score_cache, "atomic_write", failing_cache_write)
     unstored = score_dataset(run, f"folder:{garbage}", tmp_path / "e.csv", ScoreOptions(max_calibration=200, seed=6))
     assert "Read-only" in unstored.cache["not_stored"] and unstored.rows == 8 and unstored.flagged == 8
 
@@ -280,4 +295,106 @@ def test_repeat_calls_score_with_the_exported_network_and_no_model_class(run, ga
     assert network.exists() and network.read_bytes() != b"damaged"
     assert (
         _score_in_subprocess(run, f"folder:{garbage}", tmp_path / "again.csv", "max_calibration=300, seed=3") == set()
+    )
+
+
+def tail_probability(calibration: np.ndarray, score: float, two_sided: bool) -> float:
+    """The documented tail probability, computed by hand: p = (1 + #{c >= s}) / (1 + n) within the calibration
+    scores c; beyond the most extreme one an exponential tail exp(-excess / beta) / (1 + n), beta the mean excess
+    of the m = max(5, ceil(n / 20)) most extreme scores over the next one; two-sided: 2 min(upper, lower), <= 1."""
+    n = len(calibration)
+    m = min(n - 1, max(5, math.ceil(0.05 * n)))
+    high, low = np.sort(calibration)[::-1], np.sort(calibration)
+
+    def tail(ordered: np.ndarray, excess: float, count: int) -> float:
+        if excess <= 0:
+            return (1 + count) / (1 + n)
+        beta = np.abs(ordered[:m] - ordered[m]).mean()
+        return max(math.exp(-excess / beta) / (1 + n), np.finfo(np.float64).tiny)
+
+    upper = tail(high, score - high[0], int((calibration >= score).sum()))
+    if not two_sided:
+        return upper
+    lower = tail(low, low[0] - score, int((calibration <= score).sum()))
+    return min(1.0, 2 * min(upper, lower))
+
+
+def test_each_score_flags_exactly_below_the_threshold_printed_for_it(run, garbage, tmp_path, capsys):
+    """An image is flagged by score s exactly when its tail probability p_s is below the threshold printed for s,
+    w_s exp(-T) (the table used to print exp(-T) for every score, which did not match the decision). The p-values
+    are recomputed by hand from the score columns of the calibration images that fitted the tails."""
+    id_out, ood_out = tmp_path / "id.csv", tmp_path / "garbage.csv"
+    args = ["score", str(run), "--max-calibration", str(CALIBRATION)]
+    assert main([*args, "--dataset", "digits", "--split", "test", "--out", str(id_out)]) == 0
+    capsys.readouterr()
+    assert main([*args, "--dataset", f"folder:{garbage}", "--out", str(ood_out)]) == 0
+    printed = capsys.readouterr().out
+    table = {
+        s: float(v)
+        for s, v in re.findall(r"(knn10|feature_norm|mahalanobis|input_stats)\s*[│|]\s*([0-9.e+-]+)", printed)
+    }
+    sidecar = json.loads(ood_out.with_suffix(".json").read_text())
+    threshold = sidecar["thresholds"]["combined"]
+    expected = {s: w * math.exp(-threshold) for s, w in WEIGHTS.items()}
+    assert table == pytest.approx(expected, rel=5e-3)  # printed with 3 significant digits
+    assert sidecar["tail_thresholds"] == pytest.approx(expected, rel=1e-12)
+
+    # the tails were fitted on the first (seeded) half of the seeded calibration subset of digits' test split
+    id_rows = read_rows(id_out)
+    by_index = {int(r["index"]): r for r in id_rows}
+    calibration_idx = load_dataset("digits", "test").seeded_indices(CALIBRATION, 0)
+    perm = torch.randperm(CALIBRATION, generator=torch.Generator().manual_seed(0))
+    tails_half = calibration_idx[perm[: CALIBRATION // 2]].tolist()
+    calibration = set(calibration_idx.tolist())
+    queries = [r for r in id_rows if int(r["index"]) not in calibration] + read_rows(ood_out)
+    misprinted_before = 0
+    for s in WEIGHTS:
+        reference = np.array([float(by_index[i][s]) for i in tails_half])
+        for row in queries:
+            p = tail_probability(reference, float(row[s]), two_sided=s == "feature_norm")
+            assert p == pytest.approx(float(row[f"p:{s}"]), rel=1e-3) or p < 1e-9, (s, row["id"])
+            flagged = s in row["flagged_by"].split(";")
+            if abs(p / table[s] - 1) > 5e-3:  # outside the printed value's rounding
+                assert flagged == (p < table[s]), (s, row["id"], p, table[s])
+            misprinted_before += table[s] <= p < math.exp(-threshold)
+    assert misprinted_before > 0  # (image, score) pairs that the old table said were flagged, and were not
+
+
+def test_the_contact_sheet_shows_every_flagged_image_or_names_where_the_rest_are(run, tmp_path):
+    """The sheet states how many images were flagged and shows exactly those (it used to show the 16 highest-ranked
+    images of any kind, so '19 flagged' came with 16 pictures); capped, it names the file and filter listing all."""
+    options = ScoreOptions(max_calibration=CALIBRATION, split="test")
+    out, sheet = tmp_path / "digits.csv", tmp_path / "digits.html"
+    summary = score_dataset(run, "digits", out, options, html=sheet)
+    rows = read_rows(out)
+    flagged = [r for r in rows if r["ood"] == "True"]
+    html = sheet.read_text()
+    assert len(flagged) == summary.flagged > options.sheet_size  # more than a section of accepted images holds
+    assert f"{summary.flagged} flagged as out-of-distribution" in html
+    assert sorted(flagged_figures(html)) == sorted(r["id"] for r in flagged)
+    assert html.count('<figure class="id">') == 2 * options.sheet_size  # the accepted extremes, none flagged
+
+    capped = ScoreOptions(max_calibration=CALIBRATION, split="test", sheet_flagged=5)
+    summary = score_dataset(run, "digits", out, capped, html=sheet)
+    html = sheet.read_text()
+    most_unusual = sorted(flagged, key=lambda r: (-float(r["combined"]), int(r["index"])))[:5]
+    assert flagged_figures(html) == [r["id"] for r in most_unusual]
+    where = f"all {summary.flagged} are the rows of {out} whose ood column is True"
+    assert f"showing the 5 most unusual of the {summary.flagged} flagged images; {where}" in html
+
+
+def test_score_takes_the_ood_suites_options_with_evaluates_syntax(run, tmp_path, capsys):
+    out = tmp_path / "opts.csv"
+    args = ["score", str(run), "--max-calibration", str(CALIBRATION), "--dataset", "digits", "--split", "test"]
+    assert (
+        main([*args, "--out", str(out), "--option", "ood.knn_k=5", "--option", "ood.combination=knn5,input_stats"]) == 0
+    )
+    rows = read_rows(out)
+    assert "knn5" in rows[0] and "knn10" not in rows[0]
+    combined = json.loads(out.with_suffix(".json").read_text())["protocol"]["combined"]
+    assert combined.endswith("w = knn5 0.95, input_stats 0.05")
+    assert main([*args, "--out", str(out), "--option", "ood.datasets=digits"]) == 2
+    assert (
+        "probcl score takes the ood suite's options ood.combination, ood.knn_k; got ood.datasets"
+        in capsys.readouterr().err
     )

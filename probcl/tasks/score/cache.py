@@ -1,0 +1,53 @@
+"""The fitted ID reference's cache, ``RUN/score-cache/``: one file per run, training dataset and the options
+that shape the reference, valid for the checkpoint it was fitted on (its path, size and modification time)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from probcl.core.io import atomic_write
+from probcl.errors import RunError
+from probcl.tasks.score.options import ScoreOptions
+
+CACHE_VERSION = 2  # bump when the cached reference's content or meaning changes
+
+
+def checkpoint_identity(path: Path) -> dict[str, Any]:
+    """What changes when a checkpoint is rewritten: its resolved path, size and modification time."""
+    stat = path.stat()
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def cache_file(run: Path, dataset: str, options: ScoreOptions, kind: str = "reference", suffix: str = ".pt") -> Path:
+    """``RUN/score-cache/{kind}-{digest}{suffix}``: one file per run, training dataset and reference options."""
+    fields = {"version": CACHE_VERSION, "dataset": dataset, **options.cache_fields()}
+    digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+    return (run if run.is_dir() else run.parent) / "score-cache" / f"{kind}-{digest}{suffix}"
+
+
+def read_cache(path: Path, identity: dict[str, Any]) -> dict | None:
+    """The cached state at ``path`` if it was fitted on the checkpoint ``identity`` (else None)."""
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - an unreadable cache is refitted and rewritten
+        return None
+    return state if state.get("checkpoint") == identity else None
+
+
+def write_cache(path: Path, state: dict) -> str | None:
+    """Store ``state`` at ``path``; a run directory that cannot be written costs speed, not the scores: then
+    one line says so and the reason is returned (None when stored)."""
+    try:
+        atomic_write(path, lambda fh: torch.save(state, fh))
+    except RunError as e:
+        print(f"probcl score: the fitted reference is not cached ({e})", file=sys.stderr)
+        return str(e)
+    return None

@@ -1,0 +1,80 @@
+"""The CLI's one error path: failures a user can meet end in one line with the fix, never a traceback."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from probcl.cli import main
+from probcl.commands._failures import as_probcl_error
+from probcl.errors import ConfigError
+
+GLOO_RESET = (
+    "[/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:545] Read error [127.0.0.1]:38272: Connection reset by "
+    "peer. This is typically caused by a remote worker hanging or bugs in the application. GLHF!"
+)
+
+
+def test_known_failures_become_one_line_and_bugs_keep_their_traceback():
+    lost = as_probcl_error(RuntimeError(GLOO_RESET))
+    assert lost is not None and "Read error [127.0.0.1]:38272: Connection reset by peer" in str(lost)
+    assert "GLHF" not in str(lost) and "re-run the same command to resume" in str(lost)
+    full = as_probcl_error(OSError(errno.ENOSPC, "No space left on device"))
+    assert full is not None and "disk is full" in str(full)
+    assert as_probcl_error(KeyboardInterrupt()).exit_code == 130
+    error = ConfigError("x")
+    assert as_probcl_error(error) is error
+    assert as_probcl_error(RuntimeError("shape mismatch")) is None  # a bug: its traceback is kept
+    assert as_probcl_error(OSError(errno.EACCES, "denied")) is None
+
+
+def test_the_cli_prints_one_line_for_a_known_failure(monkeypatch, capsys):
+    import probcl.commands.list as list_command
+
+    def fail(args, extra):
+        raise RuntimeError(GLOO_RESET)
+
+    monkeypatch.setattr(list_command, "run", fail)
+    assert main(["list"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("probcl: error: a process of this multi-process run stopped")
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the rank-1 process through Linux's /proc")
+def test_a_killed_ddp_rank_ends_the_run_with_one_line_naming_how_to_resume(tmp_path):
+    """Two CPU ranks (gloo); rank 1 is killed with SIGKILL mid-run; rank 0 exits within seconds, with one line."""
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "probcl.cli", "pretrain", "--config", "fashion-mnist/simclr"]
+    command += ["--dataset", "digits", "--devices", "2", "--strategy", "ddp", "--accelerator", "cpu"]
+    command += ["--run-dir", str(run), "--train.epochs", "50", "--train.batch_size", "32", "--model.width", "8"]
+    env = {**os.environ, "PROBCL_NO_PROGRESS": "1"}
+    rank0 = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.time() + 240
+        while not (run / "checkpoints" / "last.ckpt").exists():  # training is under way on both ranks
+            assert rank0.poll() is None and time.time() < deadline, "the 2-rank run did not start training"
+            time.sleep(0.5)
+        (rank1,) = _children(rank0.pid)
+        os.kill(rank1, signal.SIGKILL)
+        _, err = rank0.communicate(timeout=60)
+    finally:
+        if rank0.poll() is None:
+            rank0.kill()
+    assert rank0.returncode == 1, err[-2000:]
+    assert "Traceback" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("probcl: error: a process of this multi-process run stopped or lost its connection")
+    assert last.endswith("re-run the same command to resume from the last checkpoint (exactly where it left off)")

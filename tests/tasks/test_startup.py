@@ -1,0 +1,83 @@
+"""The start-up arithmetic of `probcl pretrain`: optimiser steps per epoch as the loader and Lightning count them,
+the refusal of a batch the data cannot fill, and the warning about runs of very few steps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import DistributedSampler
+
+from probcl.data.sources import TensorImages
+from probcl.errors import ConfigError
+from probcl.runs.resume import ResumableLoader
+from probcl.tasks.startup import FEW_STEPS, StartupSummary, steps_per_epoch
+
+
+def _images(n: int) -> TensorImages:
+    return TensorImages(torch.zeros((n, 1, 2, 2), dtype=torch.uint8), None, "zeros")
+
+
+@pytest.mark.parametrize("n, batch", [(28, 8), (32, 8), (31, 8), (484, 256), (1257, 32), (5, 5)])
+def test_steps_per_epoch_equal_the_training_loaders_length(n, batch):
+    assert steps_per_epoch(n, batch) == len(ResumableLoader(_images(n), batch, seed=0))
+
+
+@pytest.mark.parametrize("n, batch, processes", [(28, 4, 2), (101, 10, 2), (1000, 32, 3), (7, 2, 3)])
+def test_each_process_takes_full_batches_of_its_share(n, batch, processes):
+    """The reference: torch's DistributedSampler(drop_last=True) share of each rank, in full batches."""
+    share = len(DistributedSampler(range(n), num_replicas=processes, rank=0, shuffle=False, drop_last=True))
+    assert steps_per_epoch(n, batch, processes) == share // batch
+
+
+def test_limit_train_batches_caps_as_lightning_does():
+    assert steps_per_epoch(100, 10, limit=0.25) == 2  # a fraction of the 10 batches, rounded down
+    assert steps_per_epoch(100, 10, limit=4.0) == 4  # a count
+    assert steps_per_epoch(100, 10, limit=50.0) == 10  # a count above the batches: all of them
+    with pytest.raises(ConfigError, match=r"limit_train_batches=0.05 of the 10 batches per epoch leaves none"):
+        steps_per_epoch(100, 10, limit=0.05)
+
+
+def test_a_batch_larger_than_the_data_is_refused_with_a_batch_that_fits():
+    with pytest.raises(ConfigError) as caught:
+        steps_per_epoch(100, 256)
+    # 100 images // 8 = 12 -> the power of two below: 8, giving 100 // 8 = 12 steps per epoch
+    assert str(caught.value) == (
+        "train.batch_size=256 exceeds the 100 training images: batches are always full, so no optimiser step "
+        "could be taken. Lower it, e.g. --train.batch_size 8 (12 steps per epoch)"
+    )
+    with pytest.raises(ConfigError, match=r"exceeds the 50 training images per process \(100 in all, 2 processes\)"):
+        steps_per_epoch(100, 64, processes=2)
+
+
+def _summary(images: int, batch: int, epochs: int, limit: float | None = None) -> StartupSummary:
+    steps, full = steps_per_epoch(images, batch, limit=limit), steps_per_epoch(images, batch)
+    return StartupSummary("folder:x", images, 2, 1, "", 28, batch, 1, steps, full, epochs, "32-true", "cpu")
+
+
+def test_few_steps_warn_in_one_actionable_line():
+    """Issue 29's case: 484 images at the preset's batch 256 for 2 epochs is 1 step per epoch, 2 in all."""
+    warning = _summary(484, 256, 2).warning()
+    assert warning is not None and "\n" not in warning
+    assert "only 2 optimiser steps (1 per epoch x 2 epochs; 484 images, batch 256)" in warning
+    assert "raise train.epochs to 50" in warning  # ceil(50 / 1)
+    # 484 * 2 // 50 = 19 -> batch 16: 484 // 16 = 30 steps per epoch, 60 in all (>= 50)
+    assert "lower train.batch_size to 16 (30 steps per epoch)" in warning
+    assert _summary(484, 16, 2).total_steps == 60 >= FEW_STEPS and _summary(484, 16, 2).warning() is None
+    # a smoke test capped by train.limit_train_batches is the user's choice: no warning, the cap is shown
+    assert _summary(484, 16, 2, limit=5).warning() is None
+    assert "  steps      5 per epoch (of 30: train.limit_train_batches) x 2 epochs = 10 optimiser steps" in (
+        _summary(484, 16, 2, limit=5).lines()
+    )
+
+
+def test_summary_lines_name_every_fact():
+    lines = _summary(484, 16, 2).lines()
+    assert lines[1:] == [
+        "  images     484 (2 classes)",
+        "  channels   1",
+        "  size       28 x 28 px",
+        "  batch      16",
+        "  steps      30 per epoch x 2 epochs = 60 optimiser steps",
+        "  precision  32-true",
+        "  device     cpu",
+    ]
