@@ -24,6 +24,7 @@ from common import diagnose_each, per_run_parser
 from probcl.data.ood_sets import GENERATED, generated_set
 from probcl.eval import ModelOnData
 from probcl.eval.id_reference import ReferenceOptions, fit_reference
+from probcl.eval.inputs import calibration_halves
 from probcl.eval.ood import ood_metrics
 from probcl.eval.score_table import COMBINED
 
@@ -35,9 +36,7 @@ def battery(run: str, near: list[str], far: list[str], max_train: int, max_image
     started = time.time()
     ctx = ModelOnData(Path(run), max_train=max_train, batch_size=512, seed=seed)
     test = ctx.dataset(None, "test")
-    order = torch.randperm(len(test), generator=torch.Generator().manual_seed(seed))
-    half = len(test) // 2
-    calibration, held_out = test.subset(order[:half].sort().values), test.subset(order[half:].sort().values)
+    calibration, held_out = (test.subset(idx) for idx in calibration_halves(len(test), seed))
     reference, _ = fit_reference(ctx, calibration, ReferenceOptions(seed=seed))
     held_images = held_out.seeded_subset(max_images, seed).to_memory()
     sets = {

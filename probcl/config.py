@@ -161,11 +161,16 @@ class ModelConfig:
     proj_hidden: Annotated[int, AtLeast(1)] = 512  # hidden width of the projection head
     proj_out: Annotated[int, AtLeast(1)] = 128  # output width of the projection head (the contrastive embedding)
     proj_layers: Annotated[int, AtLeast(1)] = 2  # linear layers in the projection head
+    # Dropout2d rate after the first conv-BN-ReLU of every block (ResNets; every conv block of the small CNN),
+    # in training and for MC-dropout passes: the TaU paper's MC-dropout baseline (p 0.5). 0 = none.
+    dropout2d: Annotated[float, InRange(0.0, 1.0, high_open=True)] = 0.0  # channel dropout in the backbone (0: none)
 
     def __post_init__(self) -> None:
         family = resolve_backbone(self.backbone).family
+        own = ", ".join(n for f in FAMILIES if f.own_layers for n in f.names)
+        if not family.own_layers and self.dropout2d > 0:
+            raise ConfigError(f"model.dropout2d applies to probcl's own backbones ({own}), not {self.backbone}")
         if not family.own_layers and (self.norm != "bn" or self.act != "relu"):
-            own = ", ".join(n for f in FAMILIES if f.own_layers for n in f.names)
             raise ConfigError(
                 f"model.norm / model.act apply to probcl's own backbones ({own}); "
                 f"{self.backbone} keeps its own layers: leave them at bn / relu"
@@ -176,7 +181,8 @@ class ModelConfig:
 class OptimConfig:
     """Optimiser and learning-rate schedule (per-step linear warm-up, then cosine or constant)."""
 
-    name: Literal["sgd", "adam", "adamw", "lars"] = "adam"  # optimiser of the backbone and heads
+    # adam-lars: Adam on LARS-rescaled gradients (the TaU authors' LARSWrapper(Adam); probcl.methods.optim.LARSAdam)
+    name: Literal["sgd", "adam", "adamw", "lars", "adam-lars"] = "adam"  # optimiser of the backbone and heads
     lr: Annotated[float, Positive] = 1e-3  # peak learning rate (after warm-up)
     weight_decay: Annotated[float, NonNegative] = 1e-6  # L2 weight decay
     momentum: float = 0.9  # momentum of sgd and lars
@@ -184,7 +190,7 @@ class OptimConfig:
     schedule: Literal["cosine", "constant"] = "cosine"  # after warm-up: cosine decay to lr x min_lr_ratio, or constant
     min_lr_ratio: Annotated[float, Probability] = 0.0  # final lr of the cosine schedule, as a share of lr
     scale_lr_by_batch: bool = False  # lr x batch_size / 256, as in SimCLR/BYOL
-    lars_eta: Annotated[float, Positive] = 0.001  # LARS trust coefficient (SimCLR's reference LARS; BYOL, CEB)
+    lars_eta: Annotated[float, Positive] = 0.001  # LARS trust coefficient (SimCLR's reference LARS; BYOL, CEB, TaU)
     lars_clip: bool = False  # LARC clipping: the layer's adaptive lr never exceeds the global lr
     probe_lr: Annotated[float, Positive] = 1e-3  # online linear probe (Adam on detached features)
 

@@ -248,12 +248,13 @@ def parse_override_value(text: str) -> Any:
 
 def parse_suite_options(items: list[str]) -> dict[str, dict]:
     """``["ood.datasets=digits,mnist", "knn.knn_k=20"]`` -> {"ood": {"datasets": "digits,mnist"}, "knn": {"knn_k": 20}}
-    (values as YAML scalars; list options split ``a,b`` when validated)."""
+    (values as YAML scalars; list options split ``a,b`` when validated); a dotted KEY sets a nested option
+    (``linear.sgd.epochs=10`` -> {"linear": {"sgd": {"epochs": 10}}})."""
     options: dict[str, dict] = {}
     for item in items:
         key, sep, value = item.partition("=")
         suite, dot, name = key.partition(".")
         if not sep or not dot:
             raise ConfigError(f"suite option {item!r} must look like SUITE.KEY=VALUE")
-        options.setdefault(suite, {})[name] = parse_override_value(value)
+        set_dotted(options.setdefault(suite, {}), name, parse_override_value(value))
     return options

@@ -18,7 +18,8 @@ from probcl.config import AtLeast, InRange, Seed
 from probcl.core.calibration_bins import calibration_errors
 from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
-from probcl.eval.suites import SUITES
+from probcl.eval.linear import LinearProbe
+from probcl.eval.suites import SUITES, ProbeOptions, per_probe
 
 N_BINS = 20  # VEM appendix F: M = 20
 
@@ -77,7 +78,7 @@ def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, bounds: tuple[fl
 
 
 @dataclass
-class CalibrationOptions:
+class CalibrationOptions(ProbeOptions):
     bins: Annotated[int, AtLeast(1)] = N_BINS  # M equal-width confidence bins
     temperature_scaling: bool = True  # also report before/after temperature scaling
     holdout: Annotated[float, InRange(0, 1, low_open=True, high_open=True)] = 0.5  # share of the test set fitting T
@@ -88,19 +89,24 @@ class CalibrationOptions:
 def calibration_suite(ctx: ModelOnData, options: CalibrationOptions) -> dict:
     """ECE/MCE (M bins), Brier, NLL of the linear probe on the test set, the reliability bins, and
     before/after temperature scaling (T fitted on a held-out part of the test set, metrics on the rest)."""
-    _, probe = ctx.linear_probe()
     test_f, test_y = ctx.features("test")
-    logits = probe.logits(test_f)
-    result = calibration_metrics(logits, test_y, options.bins)
-    if options.temperature_scaling:
-        result["temperature_scaling"] = _temperature_scaling(
-            logits, test_y, options.bins, options.holdout, options.seed
-        )
+
+    def measure(probe: LinearProbe) -> dict:
+        logits = probe.logits(test_f)
+        result = calibration_metrics(logits, test_y, options.bins)
+        if options.temperature_scaling:
+            result["temperature_scaling"] = _temperature_scaling(
+                logits, test_y, options.bins, options.holdout, options.seed
+            )
+        return result
+
+    result = per_probe(ctx, options, measure)
     result["protocol"] = ctx.protocol(
         bins=f"{options.bins} equal-width bins, confidence 0 -> first bin, 1 -> last bin",
         confidence="max softmax of the probe",
         brier="mean_i sum_c (p_ic - y_ic)^2",
-        probe="offline linear probe of the `linear` suite",
+        probe=f"offline linear probe of the `linear` suite: {options.probes[0]}"
+        + "".join(f"; {name} under `{name}`" for name in options.probes[1:]),
     )
     return result
 

@@ -31,6 +31,7 @@ from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.features import concat_batches, extract, pixel_features
 from probcl.eval.linear import LinearProbe, linear_probe
+from probcl.eval.linear_sgd import SGDProbeOptions, sgd_linear_probe
 from probcl.eval.provenance import encoder_record, evaluated_model
 from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import HasUncertainty
@@ -38,6 +39,7 @@ from probcl.models.encoder import ForeignEncoder
 from probcl.runs.loading import load_run
 
 FEATURE_LAYERS = ("backbone", "projection", "pixels")
+PROBES = ("lbfgs", "sgd")  # the offline linear probes: probcl's L-BFGS logistic regression, the papers' SGD one
 T = TypeVar("T")
 
 
@@ -266,13 +268,22 @@ class ModelOnData:
                 self.embed_fn(layer), data, self.batch_size, self.torch_device, description, self.num_workers
             )
 
-    def linear_probe(self) -> tuple[dict, LinearProbe]:
-        """The offline linear probe on the feature layer's train/test features (fitted once, then cached)."""
-        key = ("probe", self.feature_layer)
+    def linear_probe(self, probe: str = "lbfgs", sgd: SGDProbeOptions | None = None) -> tuple[dict, LinearProbe]:
+        """The offline linear probe on the feature layer's train/test features (fitted once, then cached):
+        ``lbfgs``, probcl's default (:mod:`probcl.eval.linear`), or ``sgd``, the papers' SGD-trained classifier
+        with the settings ``sgd`` (:mod:`probcl.eval.linear_sgd`)."""
+        if probe not in PROBES:
+            raise ConfigError(f"unknown linear probe {probe!r}; valid: {', '.join(PROBES)}")
+        sgd = sgd or SGDProbeOptions()
+        key = ("probe", self.feature_layer, probe, *(dataclasses.astuple(sgd) if probe == "sgd" else ()))
         if key not in self._cache:
             train_f, train_y = self.features("train")
             test_f, test_y = self.features("test")
-            self._cache[key] = linear_probe(train_f, train_y, test_f, test_y, self.num_classes, seed=self.seed)
+            if probe == "sgd":
+                fitted = sgd_linear_probe(train_f, train_y, test_f, test_y, self.num_classes, sgd, self.seed)
+            else:
+                fitted = linear_probe(train_f, train_y, test_f, test_y, self.num_classes, seed=self.seed)
+            self._cache[key] = fitted
         return self._cache[key]
 
     def protocol(self, **extra: Any) -> dict:

@@ -21,15 +21,20 @@ def id_test_images(
     :data:`IN_MEMORY_BYTES` (a note says so); a larger one is one ConfigError naming the ``max_images`` that fits."""
     data = ctx.dataset(None, "test")
     idx = data.seeded_indices(max_images, seed)
+    return _in_memory(ctx, suite, data, idx), idx
+
+
+def _in_memory(ctx: ModelOnData, suite: str, data: ImageSource, idx: torch.Tensor) -> TensorImages:
+    """The images ``idx`` of ``data`` held in memory (decoded once per context when streamed)."""
     chosen = data if len(idx) == len(data) else data.subset(idx)
     if isinstance(chosen, TensorImages):
-        return chosen, idx
+        return chosen
     decoded = ctx.cached(("in-memory test", tuple(idx.tolist())), lambda: _decoded(ctx, chosen, suite))
     ctx.note(
         f"{suite}: the {len(chosen)} test images of {data.name} (streamed from files) were decoded into memory "
         f"({_mib(chosen)} MiB) to be perturbed"
     )
-    return decoded, idx
+    return decoded
 
 
 def _decoded(ctx: ModelOnData, data: ImageSource, suite: str) -> TensorImages:
@@ -45,6 +50,28 @@ def _decoded(ctx: ModelOnData, data: ImageSource, suite: str) -> TensorImages:
 
 def _mib(data: ImageSource) -> str:
     return f"{len(data) * data.channels * data.image_size**2 / (1 << 20):.3g}"
+
+
+def calibration_halves(count: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Sorted indices of the two halves of a seeded permutation of ``count`` ID test images: (calibration,
+    held out). OOD scores fit their tails and thresholds on the first half and are evaluated on the second, so
+    the ID acceptance they report is out of sample (the ``ood`` suite, ``benchmarks/ood_battery.py``)."""
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(seed))
+    half = count // 2
+    return order[:half].sort().values, order[half:].sort().values
+
+
+def id_test_halves(
+    ctx: ModelOnData, suite: str, max_images: int | None, seed: int
+) -> tuple[TensorImages, TensorImages, torch.Tensor]:
+    """The ID test set cut by :func:`calibration_halves`, each half a seeded subset of at most ``max_images``
+    held in memory as :func:`id_test_images` holds it: (calibration images, held-out images, the held-out
+    images' indices in the test set)."""
+    data = ctx.dataset(None, "test")
+    calibration, held_out = (
+        idx[data.subset(idx).seeded_indices(max_images, seed)] for idx in calibration_halves(len(data), seed)
+    )
+    return _in_memory(ctx, suite, data, calibration), _in_memory(ctx, suite, data, held_out), held_out
 
 
 def probe_logits(ctx: ModelOnData, data: ImageSource, description: str) -> torch.Tensor:

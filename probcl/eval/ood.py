@@ -15,6 +15,7 @@ from typing import Annotated
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from probcl.config import AtLeast, InRange, Seed
 from probcl.data.ood_sets import GENERATED, generated_set
@@ -22,9 +23,10 @@ from probcl.data.sources import ImageSource, TensorImages
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.id_reference import ReferenceOptions, fit_reference
-from probcl.eval.inputs import id_test_images
+from probcl.eval.inputs import id_test_halves
 from probcl.eval.linear import LinearProbe
-from probcl.eval.score_table import COMBINED, method_uncertainty_fns
+from probcl.eval.outlier import knn_distance, knn_distances
+from probcl.eval.score_table import COMBINED, method_uncertainty_fns, two_sided
 from probcl.eval.suites import SUITES
 
 # Real OOD sets tried by default for a training dataset (skipped with a note when not installed).
@@ -159,14 +161,61 @@ def histograms(scores: dict[str, torch.Tensor], bins: int) -> dict:
 # ----------------------------------------------------------------------------- suite
 
 
+def projection_knn_scores(id_projections: torch.Tensor, others: dict[str, torch.Tensor], k: int) -> dict:
+    """The TaU paper's kNN baseline (the authors' code, NOTES.md): mean Euclidean distance to the ``k`` nearest
+    L2-normalized projections of the ID evaluation images; an ID image's own match is left out."""
+    bank = F.normalize(id_projections.double(), dim=1)
+    scores = {"id": knn_distances(bank, bank, (k,), exclude_self=True)[k]}
+    scores.update({name: knn_distance(bank, F.normalize(p.double(), dim=1), k) for name, p in others.items()})
+    return scores
+
+
+def mc_dropout_spread(projections: torch.Tensor) -> torch.Tensor:
+    """The TaU paper's MC-dropout score of (passes, N, d) L2-normalized projections: the std over passes,
+    averaged over dimensions (N,)."""
+    return projections.std(0).mean(1)
+
+
+ENSEMBLE_SCORES = ("ensemble_msp", "ensemble_entropy")
+
+
+def ensemble_scores(member_probs: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Deep-ensemble outlier scores (Lakshminarayanan et al. 2017) of the members' softmax outputs (N, C) on the
+    same images: -max and the entropy of the mean prediction."""
+    mean = torch.stack([p.float() for p in member_probs]).mean(0)
+    return {"ensemble_msp": -mean.amax(1), "ensemble_entropy": entropy(mean)}
+
+
+def seed_ensemble_metrics(members: list[dict[str, torch.Tensor]]) -> dict[str, dict[str, dict[str, float]]]:
+    """``{set: {score: metrics}}`` of the deep ensemble of several runs' saved probe outputs
+    (:data:`PROBE_OUTPUTS`: ``{"id": (N, C), set: (M, C), ...}`` softmax outputs on the same images)."""
+    if len(members) < 2:
+        raise ConfigError(f"a deep ensemble needs at least 2 members, got {len(members)}")
+    names = [name for name in members[0] if name != "id"]
+    for member in members[1:]:
+        if set(member) != set(members[0]) or any(len(member[n]) != len(members[0][n]) for n in member):
+            raise ConfigError("the ensemble's members scored different images; evaluate them with the same ood options")
+    id_scores = ensemble_scores([m["id"] for m in members])
+    result: dict[str, dict[str, dict[str, float]]] = {}
+    for name in names:
+        ood = ensemble_scores([m[name] for m in members])
+        result[name] = {score: ood_metrics(id_scores[score], ood[score]) for score in ENSEMBLE_SCORES}
+    return result
+
+
+PROBE_OUTPUTS = "ood-probe-outputs.pt"  # a run's probe softmax outputs on the ood suite's images (keep_probe_outputs)
+
+
 @dataclass
 class OodOptions:
     datasets: list[str] | None = None  # OOD sets (default: real sets for the training data + generated ones)
-    max_images: Annotated[int | None, AtLeast(1)] = None  # seeded subset of the ID test set and each OOD set
+    max_images: Annotated[int | None, AtLeast(1)] = None  # seeded subset of each ID test half and each OOD set
     knn_k: list[Annotated[int, AtLeast(1)]] = field(default_factory=lambda: [1, 10, 200])  # k of kNN distances
-    mc_passes: Annotated[int, AtLeast(1)] = 20  # MC-dropout forward passes
+    projection_knn_k: Annotated[int, AtLeast(1)] = 10  # k of the TaU paper's kNN on projections (knn{k}_projection)
+    mc_passes: Annotated[int, AtLeast(1)] = 20  # MC-dropout forward passes (probe input; encoder dropout)
     dropout: Annotated[float, InRange(0, 1, high_open=True)] = 0.2  # MC-dropout rate on the probe's input
     runs: list[str] | None = None  # other runs of the same method: deep-ensemble MSP
+    keep_probe_outputs: bool = False  # save the probe's softmax outputs (RUN/ood-probe-outputs.pt) for an ensemble
     seed: Seed = 0  # seed of the image subsets, MC dropout and generated sets
     histogram_bins: Annotated[int, AtLeast(1)] = 40  # bins of the score histograms (figure)
     combination: list[str] | None = None  # scores of the ID-fitted combined score (default: see id_reference)
@@ -205,6 +254,20 @@ def _probe_probs(member: ModelOnData, id_idx: torch.Tensor, sets: dict) -> dict[
     return {name: probe.logits(f).softmax(1) for name, f in feats.items()}
 
 
+def _mc_dropout_scores(ctx: ModelOnData, data: dict[str, ImageSource], passes: int, seed: int) -> dict:
+    """:func:`mc_dropout_spread` of every image of each set (the model's encoder dropout on)."""
+    model = ctx.model
+    out = {}
+    for name, images in data.items():
+        parts = [
+            mc_dropout_spread(model.mc_dropout_projections(x.to(ctx.torch_device), passes, seed).float().cpu())
+            for x, _, _, _ in ctx.batches(images, f"MC-dropout passes: {name}")
+            if x is not None
+        ]
+        out[name] = torch.cat(parts)
+    return out
+
+
 def ood_summary(result: dict) -> dict[str, float]:
     """The console's view of an ``ood`` result: per OOD set, the combined score's AUROC and FPR95 and the best
     single score's AUROC (named); the other scores and metrics stay in eval.json and the report."""
@@ -222,22 +285,33 @@ def ood_summary(result: dict) -> dict[str, float]:
 
 @SUITES.register("ood", options=OodOptions, title="Out-of-distribution detection", summary=ood_summary)
 def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
-    """AUROC, AUPR-in/out and FPR95 of every outlier score (probe MSP, energy, MC-dropout, a deep ensemble
-    over ``runs``, and the ID-fitted scores of :mod:`probcl.eval.id_reference`: kNN distances, feature norm,
-    Mahalanobis, input statistics, the method's own, their combination) against each OOD set."""
+    """AUROC, AUPR-in/out and FPR95 of every outlier score (probe MSP, energy, MC-dropout on the probe input,
+    the TaU paper's kNN on projections and MC-dropout in the encoder, a deep ensemble over ``runs``, and the
+    ID-fitted scores of :mod:`probcl.eval.id_reference`: kNN distances, feature norm, Mahalanobis, input
+    statistics, the method's own, their combination) against each OOD set.
+
+    The ID test images are cut into two seeded halves (:func:`~probcl.eval.inputs.calibration_halves`, as
+    ``benchmarks/ood_battery.py`` does): the ID-fitted scores calibrate their tails and thresholds on the first,
+    and every metric compares the second half, which no fitted quantity has seen, with the OOD sets (generated
+    ones are made from it). ``id_accepted`` is the share of those held-out ID images the combined score accepts
+    at its threshold (promised >= 95 % in expectation). Scores that can fail both ways (feature norm, the
+    method's own, image energy) are reported raw and one-sided (``NAME``: higher = OOD) and as the two-sided
+    tail the combination uses (``NAME:two-sided`` = -log p_two-sided)."""
     o = options
-    id_data, id_idx = id_test_images(ctx, "ood", o.max_images, o.seed)
+    calibration, id_data, id_idx = id_test_halves(ctx, "ood", o.max_images, o.seed)
     sets, skipped = ood_sets(ctx, o.datasets, id_data, o.max_images, o.seed)
     _, probe = ctx.linear_probe()
-    reference, id_out = fit_reference(
-        ctx, id_data, ReferenceOptions(combination=o.combination, seed=o.seed), extra_k=o.knn_k
+    reference, _ = fit_reference(
+        ctx, calibration, ReferenceOptions(combination=o.combination, seed=o.seed), extra_k=o.knn_k
     )
-    outputs = {"id": id_out}
-    outputs.update({name: reference.collect(ctx, data, f"scores: {name}", o.knn_k) for name, data in sets.items()})
+    images: dict[str, ImageSource] = {"id": id_data, **sets}
+    outputs = {name: reference.collect(ctx, data, f"scores: {name}", o.knn_k) for name, data in images.items()}
     features = {name: out.pop("features") for name, out in outputs.items()}
     scores: dict[str, dict[str, torch.Tensor]] = {name: {} for name in features}
+    probe_outputs, accepted = {}, math.nan
     for name, f in features.items():
         logits = probe.logits(f)
+        probe_outputs[name] = logits.softmax(1)
         scores[name]["msp"] = msp_score(logits)
         scores[name]["energy"] = energy_score(logits)
         probs = mc_dropout_probs(probe, f, o.dropout, o.mc_passes, o.seed)
@@ -245,16 +319,38 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
         scores[name]["mc_dropout_mi"] = mutual_information(probs)
         id_scores = {s: v for s, v in outputs[name].items() if s != "labels"}
         scores[name].update(id_scores)
-        scores[name][COMBINED] = reference.decision(id_scores)["ood_score"]
+        decision = reference.decision(id_scores)
+        scores[name][COMBINED] = decision["ood_score"]
+        scores[name].update(
+            {f"{s}:two-sided": -decision[f"p:{s}"].log().float() for s in reference.score_names if two_sided(s)}
+        )
+        if name == "id":  # the share of held-out ID images the combined score accepts at its threshold
+            accepted = 1.0 - float(reference.flags(decision)[0].float().mean())
+    if ctx.foreign is None:  # a run: the TaU paper's kNN on L2-normalized projections of the held-out ID images
+        projections = {name: ctx.extract(d, f"projections: {name}", "projection")[0] for name, d in images.items()}
+        knn = projection_knn_scores(projections.pop("id"), projections, o.projection_knn_k)
+        for name, values in knn.items():
+            scores[name][f"knn{o.projection_knn_k}_projection"] = values
+        if ctx.model.cfg.model.dropout2d > 0:  # trained with encoder dropout: the TaU paper's MC-dropout
+            for name, values in _mc_dropout_scores(ctx, images, o.mc_passes, o.seed).items():
+                scores[name]["mc_dropout_projection"] = values
     members = [ctx.for_run(r) for r in o.runs or []]
     if members:
-        member_probs = [{name: probe.logits(f).softmax(1) for name, f in features.items()}]
-        member_probs += [_probe_probs(m, id_idx, sets) for m in members]
+        member_probs = [probe_outputs, *(_probe_probs(m, id_idx, sets) for m in members)]
         for name in features:
-            scores[name]["ensemble_msp"] = -torch.stack([p[name] for p in member_probs]).mean(0).amax(1)
+            scores[name]["ensemble_msp"] = ensemble_scores([p[name] for p in member_probs])["ensemble_msp"]
+    if o.keep_probe_outputs and ctx.run_dir is not None:
+        torch.save({name: p.half() for name, p in probe_outputs.items()}, ctx.paths.root / PROBE_OUTPUTS)
     score_names = list(scores["id"])
+    dropout_note = (
+        f"channel dropout p={ctx.model.cfg.model.dropout2d} in the encoder, {o.mc_passes} passes: "
+        "mean over dimensions of the std of the L2-normalized projections (TaU paper)"
+        if "mc_dropout_projection" in score_names
+        else None
+    )
     return {
         "sets": {name: {s: ood_metrics(scores["id"][s], scores[name][s]) for s in score_names} for name in sets},
+        "id_accepted": accepted,
         "histograms": {
             s: histograms({name: scores[name][s] for name in scores}, o.histogram_bins) for s in score_names
         },
@@ -262,21 +358,30 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
             positive="OOD (outlier scores: higher = more OOD)",
             fpr95=f"OOD accepted at {TPR_LEVEL:.0%} ID accepted",
             id_images=len(id_data),
+            calibration_images=len(calibration),
+            id_split="the ID test set cut into two seeded halves: the ID-fitted scores are calibrated on one, "
+            "every metric and id_accepted measured on the other (held out)",
             ood_images={name: len(data) for name, data in sets.items()},
             probe="offline linear probe of the `linear` suite",
             msp="-max softmax (Hendrycks & Gimpel 2017)",
             energy="-logsumexp(logits), T=1 (Liu et al. 2020)",
-            knn=f"mean Euclidean distance to the k nearest L2-normalized training features, k in {o.knn_k}",
-            id_fitted={
-                **reference.protocol(),
-                "calibration": "the ID images above (a seeded half for the tail "
-                "distributions: their combined scores are in-sample up to 1/(n+1) per tail probability)",
-            },
+            knn=f"mean Euclidean distance to the k nearest L2-normalized training features, k in {o.knn_k} "
+            "(probcl's backbone kNN)",
+            knn_projection=f"knn{o.projection_knn_k}_projection: the TaU paper's kNN baseline, mean Euclidean distance "
+            f"to the {o.projection_knn_k} nearest L2-normalized projections of the held-out ID images, self-match "
+            "removed"
+            if ctx.foreign is None
+            else None,
+            two_sided="NAME:two-sided = -log of NAME's two-sided ID tail probability, the form the combined score "
+            "uses; NAME itself is the raw one-sided score",
+            id_fitted=reference.protocol(),
             mc_dropout=f"dropout p={o.dropout} on the probe's standardized input, {o.mc_passes} passes; "
             f"entropy of the mean prediction and BALD mutual information",
+            mc_dropout_projection=dropout_note,
             method_uncertainty=list(method_uncertainty_fns(ctx.encoder)) or None,
             ensemble_runs=[ctx.name] + [m.name for m in members] if members else None,
-            generated=f"{', '.join(GENERATED)} from the ID test images, seed {o.seed}",
+            probe_outputs=PROBE_OUTPUTS if o.keep_probe_outputs and ctx.run_dir is not None else None,
+            generated=f"{', '.join(GENERATED)} from the held-out ID test images, seed {o.seed}",
             skipped=skipped or None,
             seed=o.seed,
         ),

@@ -25,24 +25,32 @@ def knn_distances(
     ks: tuple[int, ...],
     chunk: int = 256,
     reference_sq: torch.Tensor | None = None,
+    exclude_self: bool = False,
 ) -> dict[int, torch.Tensor]:
     """:func:`knn_distance` for several ``ks`` from one distance computation per chunk of queries.
 
     Distances are computed in float64 (close neighbours would lose most digits to cancellation in float32)
     as sqrt(|q|^2 + |r|^2 - 2 q.r), with |r|^2 computed once (or given as ``reference_sq``, for a reference
-    that scores many batches): a float64 ``reference`` is used as is.
+    that scores many batches): a float64 ``reference`` is used as is. With ``exclude_self`` the queries are
+    the reference itself and query i never counts row i among its neighbours (the self-match removed).
     """
     if not ks or min(ks) < 1:
         raise ConfigError(f"kNN distance needs k >= 1, got {list(ks)}")
     if len(reference) < 1:
         raise ConfigError("kNN distance needs at least one reference embedding")
+    if exclude_self and len(queries) != len(reference):
+        raise ConfigError("kNN distances without the self-match need the reference itself as the queries")
     reference, queries = reference.double(), queries.double()
     reference_sq = (reference * reference).sum(1) if reference_sq is None else reference_sq.double()
-    kmax = min(max(ks), len(reference))
+    kmax = min(max(ks), len(reference) - int(exclude_self))
+    if kmax < 1:
+        raise ConfigError("kNN distances without the self-match need at least two reference embeddings")
     parts: dict[int, list[torch.Tensor]] = {k: [] for k in ks}
     for start in range(0, len(queries), chunk):
         q = queries[start : start + chunk]
         squared = ((q * q).sum(1, keepdim=True) + reference_sq - 2 * q @ reference.T).clamp_min_(0)
+        if exclude_self:
+            squared[:, start : start + len(q)].diagonal().fill_(torch.inf)
         nearest = squared.topk(kmax, dim=1, largest=False).values.sqrt()
         for k in ks:
             parts[k].append(nearest[:, : min(k, kmax)].mean(1))

@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from probcl.config import AtLeast, Positive, from_dict
+from probcl.config import AtLeast, OneOf, Positive, from_dict
 from probcl.core.deprecation import renamed_keys
 from probcl.core.registry import Registry
 from probcl.errors import ConfigError
-from probcl.eval.context import ModelOnData
+from probcl.eval.context import PROBES, ModelOnData
 from probcl.eval.knn import knn_classify, topk_accuracy
+from probcl.eval.linear import LinearProbe
+from probcl.eval.linear_sgd import SGDProbeOptions
 
 SuiteFn = Callable[[ModelOnData, Any], dict]
 Summary = Callable[[dict], dict[str, float]]  # a result -> the few numbers printed on the console
@@ -110,11 +112,34 @@ class SuiteRegistry:
 SUITES = SuiteRegistry()
 
 
-@SUITES.register("linear", title="Linear probe")
-def linear_suite(ctx: ModelOnData, options: NoOptions) -> dict:
-    """Offline linear probe: top-1/top-5 test accuracy (%)."""
-    result, _ = ctx.linear_probe()
-    result["protocol"].update(ctx.protocol())
+@dataclass
+class ProbeOptions:
+    """Which offline linear probes a suite reports: the first one's numbers are the result's own, every other
+    one's sit under its name (``sgd.top1``, ``sgd.ece``); ``sgd`` holds the SGD probe's settings."""
+
+    probes: list[Annotated[str, OneOf(PROBES)]] = field(default_factory=lambda: ["lbfgs"])  # first: the result's own
+    sgd: SGDProbeOptions = field(default_factory=SGDProbeOptions)
+
+    def __post_init__(self) -> None:
+        if not self.probes or len(set(self.probes)) != len(self.probes):
+            raise ConfigError(f"probes must name each probe once ({', '.join(PROBES)}), got {self.probes}")
+
+
+def per_probe(ctx: ModelOnData, options: ProbeOptions, measure: Callable[[LinearProbe], dict]) -> dict:
+    """``measure(probe)`` of the first probe of ``options``, with the others' results under their names."""
+    result = measure(ctx.linear_probe(options.probes[0], options.sgd)[1])
+    for name in options.probes[1:]:
+        result[name] = measure(ctx.linear_probe(name, options.sgd)[1])
+    return result
+
+
+@SUITES.register("linear", options=ProbeOptions, title="Linear probe")
+def linear_suite(ctx: ModelOnData, options: ProbeOptions) -> dict:
+    """Offline linear probe(s): top-1/top-5 test accuracy (%) and each probe's protocol."""
+    results = {name: ctx.linear_probe(name, options.sgd)[0] for name in options.probes}
+    result = dict(results[options.probes[0]])
+    result["protocol"] = {**result["protocol"], **ctx.protocol()}
+    result.update({name: results[name] for name in options.probes[1:]})
     return result
 
 

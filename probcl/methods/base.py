@@ -30,7 +30,7 @@ from probcl.core.distributed import world_size
 from probcl.core.registry import Registry
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
 from probcl.data.info import DataInfo
-from probcl.errors import TrainingDivergedError
+from probcl.errors import ConfigError, TrainingDivergedError
 from probcl.methods.capabilities import missing_capability
 from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.models.backbones import build_backbone, memory_format_for
@@ -40,6 +40,7 @@ from probcl.models.inference import INFERENCE_BATCH_SIZE, Inference
 from probcl.models.pretrained import describe_pretrained, load_pretrained_
 
 if TYPE_CHECKING:
+    from probcl.data.sources import ImageSource
     from probcl.models.inference import ImageInput
 
 METHODS: Registry[type[SSLMethod]] = Registry("method")
@@ -101,6 +102,7 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
         self.feature_dim: int = typing.cast(int, self.backbone.out_dim)
         classes = self.data_info.num_classes
         self.online_probe = nn.Linear(self.feature_dim, classes) if classes else None
+        self.training_data: ImageSource | None = None  # set by use_training_data (pretraining only)
         self.build()
 
     # ----------------------------------------------------------------- to implement
@@ -130,6 +132,11 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
             for online, target in pairs:
                 ema_update_(target, online, m)
 
+    def use_training_data(self, data: ImageSource) -> None:
+        """The training set, for objectives that draw from the data distribution beyond the batch (EBCLR's
+        re-initialised SGLD chains); ``probcl pretrain`` hands it over before training."""
+        self.training_data = data
+
     @classmethod
     def params(cls, cfg: Config) -> P:
         """``cfg.method_args`` validated into the method's ``Params`` (one-line ConfigError otherwise)."""
@@ -155,6 +162,28 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         return self.embed_batch(images)
+
+    @torch.no_grad()
+    def mc_dropout_projections(self, images: torch.Tensor, passes: int, seed: int = 0) -> torch.Tensor:
+        """(passes, N, d) L2-normalized projections of one batch with the backbone's channel dropout
+        (``model.dropout2d``) on and everything else in eval mode: MC dropout (Gal & Ghahramani 2016), the TaU
+        paper's baseline. The passes draw their masks from ``seed``; the global RNG is left as it was."""
+        if self.cfg.model.dropout2d <= 0:
+            raise ConfigError(
+                f"{self.cfg.method}: MC-dropout needs a model trained with channel dropout (model.dropout2d > 0)"
+            )
+        was_training = self.training
+        self.eval()
+        for m in self.backbone.modules():
+            if isinstance(m, nn.Dropout2d):
+                m.train()
+        cuda = self.device.type == "cuda"
+        try:
+            with torch.random.fork_rng(devices=[self.device.index or torch.cuda.current_device()] if cuda else []):
+                torch.manual_seed(seed)
+                return torch.stack([F.normalize(self.project_batch(images), dim=1) for _ in range(passes)])
+        finally:
+            self.train(was_training)
 
     def __getattr__(self, name: str) -> Any:
         """nn.Module's look-up of parameters, buffers and sub-modules; a capability the method does not declare

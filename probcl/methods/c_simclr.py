@@ -39,7 +39,8 @@ class CSimCLRParams:
 
 @METHODS.register("c-simclr")
 class CSimCLR(StochasticEncoder, SSLMethod[CSimCLRParams]):
-    """h = f(x), r = normalize(g(h)); loss = mean over both directions of beta I(X;Z|Y) - I(Y;Z)."""
+    """h = f(x), r = normalize(g(h)); loss = the sum over both directions of beta I(X;Z|Y) - I(Y;Z), each a
+    batch mean (as :func:`probcl.losses.ceb.c_simclr_loss`)."""
 
     divergence_hint = "lower optim.lr, or lower method_args.beta / kappa_e"
 

@@ -35,7 +35,9 @@ class EBCLRParams:
     sgld: MSGLDConfig = field(default_factory=MSGLDConfig)  # T, alpha, delta, sigma_min/max, K
     buffer_size: Annotated[int, AtLeast(1)] = 50000  # replay buffer entries (split across ranks under DDP)
     reinit_prob: Annotated[float, Probability] = 0.2  # rho: paper 0.2; authors' configs 0.4 MNIST, 0.6 FMNIST
-    proposal: Literal["data", "uniform"] = "data"  # q0 for re-initialised chains
+    # q0 of re-initialised chains: a view of a random training image (the authors' q0 = p(v)), a view of a random
+    # image of this batch (whose second views are the energy's reference), or uniform pixels
+    proposal: Literal["train", "batch", "uniform"] = "train"
     gather_distributed: bool = True  # negatives and energy references from all ranks under DDP
     max_grad_norm: Annotated[float, NonNegative] = (
         1.0e4  # stop when the parameter-gradient norm exceeds this (0 = never)
@@ -81,15 +83,26 @@ class EBCLR(EnergyModel, SSLMethod[EBCLRParams]):
         return self.hp.sgld
 
     def _proposal_fn(self, images: torch.Tensor) -> ProposalFn:
-        """q0 for re-initialised chains: fresh first views of random batch images, or uniform pixels."""
+        """q0 for re-initialised chains (``method_args.proposal``): first views of random training images (drawn
+        with replacement from :meth:`use_training_data`'s set), of random images of this batch, or uniform pixels."""
         low, high = self.normalizer.bounds()
         info = self.data_info
         shape = (info.channels, info.image_size, info.image_size)
+        train = self.training_data
+        if self.hp.proposal == "train" and train is None:
+            raise ConfigError(
+                "ebclr: method_args.proposal=train draws re-initialised SGLD chains from the training set, which "
+                "this model was not given (model.use_training_data(dataset)); or use proposal=batch"
+            )
 
         def draw(n: int) -> torch.Tensor:
-            if self.hp.proposal == "data":
-                return self.views.view(images[torch.randint(len(images), (n,), device=images.device)], 0)
-            return low + (high - low) * torch.rand((n, *shape), device=images.device)
+            if self.hp.proposal == "uniform":
+                return low + (high - low) * torch.rand((n, *shape), device=images.device)
+            if train is not None and self.hp.proposal == "train":
+                drawn = train.subset(torch.randint(len(train), (n,))).to_memory().images.to(images.device)
+            else:
+                drawn = images[torch.randint(len(images), (n,), device=images.device)]
+            return self.views.view(drawn, 0)
 
         return draw
 

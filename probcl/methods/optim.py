@@ -1,4 +1,5 @@
-"""Optimisers (SGD, Adam, AdamW, LARS) and the per-step warm-up + cosine learning-rate schedule."""
+"""Optimisers (SGD, Adam, AdamW, LARS, Adam on LARS-rescaled gradients) and the per-step warm-up + cosine
+learning-rate schedule."""
 
 from __future__ import annotations
 
@@ -46,22 +47,68 @@ class LARS(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                grad = p.grad
-                if group["lars"]:
-                    grad = grad.add(p, alpha=group["weight_decay"])
-                    w_norm, g_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(grad)
-                    trust = torch.where(
-                        (w_norm > 0) & (g_norm > 0), group["eta"] * w_norm / g_norm, torch.ones_like(w_norm)
-                    )
-                    if group["clip"] and group["lr"] > 0:
-                        trust = trust.clamp(max=group["lr"]) / group["lr"]
-                    grad = grad.mul(trust)
+                grad = lars_gradient(p, group) if group["lars"] else p.grad
                 state = self.state[p]
                 if "momentum_buffer" not in state:
                     state["momentum_buffer"] = grad.clone()
                 else:
                     state["momentum_buffer"].mul_(group["momentum"]).add_(grad)
                 p.add_(state["momentum_buffer"], alpha=-group["lr"])
+        return loss
+
+
+def lars_gradient(p: torch.Tensor, group: dict) -> torch.Tensor:
+    """LARS's rescaled gradient of one tensor: trust * (g + wd w), trust = eta ||w|| / ||g + wd w|| (1 when either
+    norm is 0; with ``clip``, min(trust, lr) / lr), from the group's ``weight_decay``, ``eta``, ``clip``, ``lr``."""
+    assert p.grad is not None
+    grad = p.grad.add(p, alpha=group["weight_decay"])
+    w_norm, g_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(grad)
+    trust = torch.where((w_norm > 0) & (g_norm > 0), group["eta"] * w_norm / g_norm, torch.ones_like(w_norm))
+    if group["clip"] and group["lr"] > 0:
+        trust = trust.clamp(max=group["lr"]) / group["lr"]
+    return grad.mul(trust)
+
+
+class LARSAdam(torch.optim.Adam):
+    """Adam on LARS-rescaled gradients: the TaU authors' optimiser (their ``LARSWrapper(Adam, eta=0.001,
+    clip=False)``, shared/papers/NOTES.md; the paper's text says "LARS with learning rate 1e-4").
+
+    Before each Adam step, every adapted tensor's gradient is replaced by :func:`lars_gradient` (weight decay
+    folded in, then scaled to norm eta ||w||), and Adam itself applies no weight decay. Adam divides each
+    coordinate by its running RMS, so the rescaling mostly changes how past steps are weighted and where Adam's
+    eps starts to matter: a tensor's coordinates whose share of its gradient norm is small (TaU's temperature
+    row in the last layer) get steps below lr. Groups with ``lars=False`` (biases, norm layers, probes) are
+    plain Adam with their own weight decay.
+    """
+
+    def __init__(
+        self, params: Iterable, lr: float, weight_decay: float = 0.0, eta: float = 0.001, clip: bool = False
+    ) -> None:
+        super().__init__(params, lr=lr, weight_decay=weight_decay)
+        for group in self.param_groups:
+            group.setdefault("lars", True)
+            group.setdefault("eta", eta)
+            group.setdefault("clip", clip)
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        decays = [group["weight_decay"] for group in self.param_groups]
+        for group in self.param_groups:
+            if not group["lars"]:
+                continue
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.grad = lars_gradient(p, group)
+            group["weight_decay"] = 0.0  # folded into the rescaled gradient
+        try:
+            super().step()
+        finally:
+            for group, decay in zip(self.param_groups, decays):
+                group["weight_decay"] = decay
         return loss
 
 
@@ -79,7 +126,7 @@ def build_optimizer(
     lr = cfg.lr * batch_size / 256 if cfg.scale_lr_by_batch else cfg.lr
     params = [p for _, p in named_params if p.requires_grad]
     groups: list[dict] = []
-    if cfg.name == "lars":
+    if cfg.name in ("lars", "adam-lars"):
         groups.append(dict(params=[p for n, p in named_params if p.requires_grad and not _is_excluded(n, p)]))
         groups.append(
             dict(
@@ -102,6 +149,8 @@ def build_optimizer(
         return torch.optim.Adam(groups, lr=lr, weight_decay=cfg.weight_decay)
     if cfg.name == "adamw":
         return torch.optim.AdamW(groups, lr=lr, weight_decay=cfg.weight_decay)
+    if cfg.name == "adam-lars":
+        return LARSAdam(groups, lr=lr, weight_decay=cfg.weight_decay, eta=cfg.lars_eta, clip=cfg.lars_clip)
     return LARS(
         groups, lr=lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, eta=cfg.lars_eta, clip=cfg.lars_clip
     )

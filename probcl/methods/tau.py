@@ -15,6 +15,7 @@ the objective is forgiving about where the input lands: the input is uncertain.
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, ClassVar, Generic, TypeVar
@@ -36,6 +37,19 @@ from probcl.models.pretrained import BACKBONE_FIELDS, describe_pretrained
 # "neg_u": -u, i.e. a higher temperature; "neg_u_squared": -u^2, the authors' code's u^2
 # (where a large u^2 means in-distribution) turned into an outlier score.
 UNCERTAINTY_SCORES = ("neg_u", "neg_u_squared")
+
+
+# Bins of the u histogram logged every step (train/u_hist[lo,hi) = share of the batch's views with lo <= u < hi),
+# which the run report draws as a histogram over training: unit bins over [-8, 8) and the two open tails. A view
+# whose sigmoid(u) exceeds SATURATED (u > 4.6) is on the sigmoid's bound, where u's gradient has almost vanished.
+U_HISTOGRAM_EDGES = (-math.inf, *range(-8, 9), math.inf)
+SATURATED = 0.99
+
+
+def u_histogram(u: torch.Tensor, edges: tuple[float, ...] = U_HISTOGRAM_EDGES) -> dict[str, torch.Tensor]:
+    """``{"u_hist[lo,hi)": share of u in [lo, hi)}`` over consecutive ``edges`` (the shares sum to 1)."""
+    u = u.detach().float()
+    return {f"u_hist[{lo:g},{hi:g})": ((u >= lo) & (u < hi)).float().mean() for lo, hi in zip(edges[:-1], edges[1:])}
 
 
 def uncertainty_from_u(u: torch.Tensor, score: str = "neg_u") -> torch.Tensor:
@@ -103,11 +117,14 @@ class TemperatureAsUncertainty(HasUncertainty, Generic[TP]):
         return uncertainty_from_u(self.raw_u(images), score)
 
     def temperature_logs(self, u: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Mean temperature, u's mean and spread, the share of views on the sigmoid's bound, u's histogram."""
         u = u.detach()
         return {
             "temperature": (1.0 / inverse_temperature(u, self.hp.scale)).mean(),
             "u_mean": u.mean(),
             "u_std": u.std(),
+            "u_saturated": (torch.sigmoid(u) > SATURATED).float().mean(),
+            **u_histogram(u),
         }
 
 

@@ -3,7 +3,9 @@ timm model (``timm:<name>``, optional extra ``timm``).
 
 Every backbone maps (N, C, H, W) to (N, out_dim) features and exposes ``out_dim``.
 ``norm='none'`` removes normalization layers (convolutions then keep a bias) and
-``act='leaky_relu'`` swaps every ReLU for LeakyReLU(0.2), as EBCLR needs.
+``act='leaky_relu'`` swaps every ReLU for LeakyReLU(0.2), as EBCLR needs. ``dropout2d`` > 0 adds
+channel dropout after the first conv-norm-activation of every block (the TaU paper's MC-dropout
+baseline); it holds no parameters, so the state_dict is the same as without it.
 """
 
 from __future__ import annotations
@@ -75,7 +77,13 @@ class SmallCNN(nn.Module):
     A 2x2 grid keeps where on a 28x28 garment a part is (collar, sleeves, sole), which a linear probe uses."""
 
     def __init__(
-        self, in_channels: int = 1, width: int = 32, norm: str = "bn", act: str = "relu", pool: int = 1
+        self,
+        in_channels: int = 1,
+        width: int = 32,
+        norm: str = "bn",
+        act: str = "relu",
+        pool: int = 1,
+        dropout2d: float = 0.0,
     ) -> None:
         super().__init__()
         widths = [width, 2 * width, 2 * width, 4 * width, 4 * width]
@@ -83,10 +91,11 @@ class SmallCNN(nn.Module):
         layers: list[nn.Module] = []
         c_in = in_channels
         for c_out, stride in zip(widths, strides):
+            activation = make_activation(act)
             layers += [
                 nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=norm == "none"),
                 norm_layer_2d(norm)(c_out),
-                make_activation(act),
+                nn.Sequential(activation, nn.Dropout2d(dropout2d)) if dropout2d > 0 else activation,
             ]
             c_in = c_out
         self.features = nn.Sequential(*layers)
@@ -105,7 +114,36 @@ def _swap_relu(module: nn.Module, act: str) -> None:
             _swap_relu(child, act)
 
 
-def resnet(depth: int, in_channels: int = 3, norm: str = "bn", act: str = "relu", cifar_stem: bool = True) -> nn.Module:
+class InputDropoutConv2d(nn.Conv2d):
+    """A convolution whose input first goes through channel dropout (Dropout2d); same parameters, same
+    state_dict keys as the ``conv`` it replaces (whose weights it takes)."""
+
+    def __init__(self, conv: nn.Conv2d, p: float) -> None:
+        super().__init__(
+            conv.in_channels,
+            conv.out_channels,
+            conv.kernel_size,  # type: ignore[arg-type]  # a tuple, as Conv2d stores it
+            conv.stride,  # type: ignore[arg-type]
+            conv.padding,  # type: ignore[arg-type]
+            conv.dilation,  # type: ignore[arg-type]
+            conv.groups,
+            conv.bias is not None,
+        )
+        self.load_state_dict(conv.state_dict())
+        self.dropout = nn.Dropout2d(p)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(self.dropout(x))
+
+
+def resnet(
+    depth: int,
+    in_channels: int = 3,
+    norm: str = "bn",
+    act: str = "relu",
+    cifar_stem: bool = True,
+    dropout2d: float = 0.0,
+) -> nn.Module:
     """torchvision ResNet-18/50 without its classifier (``fc`` = Identity), so its state_dict
     loads into ``torchvision.models.resnet{depth}`` with ``strict=False`` (fc missing)."""
     import torchvision
@@ -123,6 +161,10 @@ def resnet(depth: int, in_channels: int = 3, norm: str = "bn", act: str = "relu"
                 m.bias = nn.Parameter(torch.zeros(m.out_channels))
     if act != "relu":
         _swap_relu(net, act)
+    if dropout2d > 0:
+        for stage in (net.layer1, net.layer2, net.layer3, net.layer4):
+            for block in stage:
+                block.conv2 = InputDropoutConv2d(block.conv2, dropout2d)  # after conv1-bn1-relu
     net.out_dim = net.fc.in_features
     net.fc = nn.Identity()
     return net
@@ -153,9 +195,9 @@ def timm_classifier(name: str) -> tuple[str, ...]:
 
 
 BUILDERS: dict[str, Callable[[str, ModelConfig, int], nn.Module]] = {
-    "cnn": lambda name, cfg, channels: SmallCNN(channels, cfg.width, cfg.norm, cfg.act, cfg.pool),
+    "cnn": lambda name, cfg, channels: SmallCNN(channels, cfg.width, cfg.norm, cfg.act, cfg.pool, cfg.dropout2d),
     "resnet": lambda name, cfg, channels: resnet(
-        int(name.removeprefix("resnet")), channels, cfg.norm, cfg.act, cfg.cifar_stem
+        int(name.removeprefix("resnet")), channels, cfg.norm, cfg.act, cfg.cifar_stem, cfg.dropout2d
     ),
     "timm": lambda name, cfg, channels: timm_backbone(name, channels),
 }  # by family (probcl.core.backbone_names.FAMILIES); torchvision models are built by models.encoder

@@ -188,3 +188,30 @@ def embedding_scatter(
             fontsize=7, markerscale=max(1.0, 6 / size**0.5), loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False
         )
     return save_figure(fig, path)
+
+
+def histogram_over_time(
+    steps: Sequence[float],
+    bins: Sequence[str],
+    shares: Sequence[Sequence[float]],
+    path: str | Path,
+    title: str = "",
+    xlabel: str = "optimiser step",
+    ylabel: str = "",
+) -> Path:
+    """A histogram per logged step as one heatmap: x = step, y = the ``bins`` (labels, lowest first), colour =
+    the share of the batch in that bin (``shares[step][bin]``)."""
+    if not steps or not bins:
+        raise ConfigError("no histogram to plot")
+    import numpy as np
+
+    fig = Figure(figsize=(7.5, 3.6))
+    ax = fig.subplots()
+    grid = np.asarray(shares, dtype=float).T  # (bins, steps)
+    edges = np.r_[steps[0] - 0.5, [(a + b) / 2 for a, b in zip(steps[:-1], steps[1:])], steps[-1] + 0.5]
+    mesh = ax.pcolormesh(edges, np.arange(len(bins) + 1), grid, cmap="viridis", vmin=0.0, vmax=1.0, shading="flat")
+    step = max(1, len(bins) // 9)
+    ax.set_yticks(np.arange(len(bins))[::step] + 0.5, list(bins)[::step], fontsize=7)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    fig.colorbar(mesh, ax=ax, label="share of the batch")
+    return save_figure(fig, path)

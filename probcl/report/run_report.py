@@ -5,6 +5,7 @@ figures from ``eval.json``, and the embedding map; written as ``RUN/report.md`` 
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -46,6 +47,10 @@ def unit_of(column: str) -> str:
     ...), else the column's own name (a method diagnostic is plotted in the unit it is logged in)."""
     return next((unit for suffix, unit in UNITS if column.endswith(suffix)), f"{_short(column)} (as logged)")
 
+
+# metrics.jsonl columns "NAME[lo,hi)" are the bins of a histogram logged every step (e.g. TaU's train/u_hist): drawn
+# as one heatmap per NAME over training, not as curves
+HISTOGRAM_BIN = re.compile(r"^(?P<name>.+)\[(?P<lo>[^,\[\]]+),(?P<hi>[^,\[\]]+)\)$")
 
 CURVE_GROUPS = (
     CurveGroup("objective", "loss", lambda k: k.startswith("train/") and k.endswith("loss") and "probe" not in k),
@@ -113,17 +118,44 @@ def _short(column: str) -> str:
     return column.split("/", 1)[1] if column.startswith(("train/", "monitor/")) else column
 
 
+def histograms_over_training(columns: dict[str, dict[str, Points]]) -> dict[str, tuple[list[float], list[str], list]]:
+    """The histogram columns (:data:`HISTOGRAM_BIN`) grouped by name: ``{name: (steps, bin labels, shares)}`` with
+    bins ordered by their lower edge and ``shares[i][j]`` = bin j at ``steps[i]`` (steps where every bin was logged)."""
+    found: dict[str, list[tuple[float, str, dict[float, float]]]] = {}
+    for key, axes in columns.items():
+        match = HISTOGRAM_BIN.match(key)
+        if match:
+            label = f"[{match['lo']}, {match['hi']})"
+            found.setdefault(match["name"], []).append((float(match["lo"]), label, dict(axes["step"])))
+    out = {}
+    for name, bins in found.items():
+        bins.sort(key=lambda b: b[0])
+        steps = sorted(set.intersection(*(set(points) for _, _, points in bins)))
+        out[name] = (steps, [label for _, label, _ in bins], [[points[s] for _, _, points in bins] for s in steps])
+    return out
+
+
 def training_section(doc: Document, rows: list[dict], plot_dir: Path) -> None:
-    """One figure per group of metrics.jsonl columns."""
+    """One figure per group of metrics.jsonl columns, and one heatmap per histogram logged over training."""
     if not rows:
         doc.paragraph("No training metrics (`metrics.jsonl` is missing or empty).")
         return
-    for group, panels in curve_panels(metric_columns(rows)):
+    columns = metric_columns(rows)
+    curves = {key: value for key, value in columns.items() if not HISTOGRAM_BIN.match(key)}
+    for group, panels in curve_panels(curves):
         xlabel = "epochs completed" if group.per_epoch else "optimiser step"
         path = plots.panels(
             panels, plot_dir / f"training-{group.stem}.png", group.title, xlabel=xlabel, whole_x=group.per_epoch
         )
         doc.figure(path, f"{group.title} per {'epoch' if group.per_epoch else 'logged step'}")
+    for name, (steps, bins, shares) in histograms_over_training(columns).items():
+        if not steps:
+            continue
+        short = _short(name)
+        path = plots.histogram_over_time(
+            steps, bins, shares, plot_dir / f"training-hist-{short.replace('/', '-')}.png", f"{short} over training"
+        )
+        doc.figure(path, f"histogram of {short} per logged step (colour: share of the batch in each bin)")
 
 
 def embedding_section(doc: Document, embedding: dict | None, plot_dir: Path, label: str) -> None:

@@ -217,8 +217,10 @@ class BankSampler:
 class BankStep:
     """One training step's bank update: the negatives and two diagnostics for ``metrics.jsonl``."""
 
-    negatives: torch.Tensor  # (M, k) the sampled bank
-    nearest_query_cosine: torch.Tensor  # mean over rows of the cosine to the nearest query (a frozen bank drifts low)
+    negatives: torch.Tensor  # (M, k) the bank the loss sees: sampled this step, or as the last step left it
+    # bank hardness: mean over the negatives' rows of the cosine to the nearest query of this step (all ranks);
+    # a frozen bank drifts low, a bank colder than p(z) sits close to the queries
+    nearest_query_cosine: torch.Tensor
     displacement: torch.Tensor  # mean angle (rad) each row moved in this step
 
 
@@ -268,10 +270,11 @@ class FeatureBank(nn.Module):
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @torch.no_grad()
-    def update(self, queries: torch.Tensor, seed: int, lr_scale: float = 1.0) -> BankStep:
+    def update(self, queries: torch.Tensor, seed: int, lr_scale: float = 1.0, pre_update: bool = False) -> BankStep:
         """Sample towards this step's queries of all ranks and return the sampled bank (M, k) with its
         diagnostics; then write the queries into still-unfilled rows, for the next steps (a query is
-        never its own negative).
+        never its own negative). With ``pre_update`` (AdCo's order) the returned negatives are the bank
+        as it was before this step's sampling, which has not seen this step's queries.
 
         ``queries`` are this rank's normalized, detached features; ``seed`` must be equal on
         all ranks and differ between steps (e.g. derived from the global step).
@@ -286,6 +289,7 @@ class FeatureBank(nn.Module):
             start = int(self.filled)
             fill_in_order_(self.bank, self.filled, queries)
             self.velocity[start : int(self.filled)] = 0.0  # a new row does not inherit the old particle's momentum
-            nearest = (sampled @ queries.T).amax(dim=1).mean()
+            negatives = before if pre_update else sampled
+            nearest = (negatives @ queries.T).amax(dim=1).mean()
             moved = (sampled * before).sum(dim=1).clamp(-1.0, 1.0).acos().mean()
-        return BankStep(sampled, nearest, moved)
+        return BankStep(negatives, nearest, moved)

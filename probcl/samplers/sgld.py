@@ -2,11 +2,11 @@
 
 * proximal SGLD, Eq. 21: v <- v - alpha * clamp(grad_v E(v), -delta, delta) + eps, eps ~ N(0, sigma^2),
   T steps; optionally (``pixel_clamp``, on by default) iterates are clamped to the valid pixel
-  range after every step. The authors' code does not clamp them (the ``*-paper`` presets turn it off).
+  range after every step. The authors' code does not clamp them (the presets with their settings turn it off).
 * multi-stage SGLD, Eq. 22: sigma = sigma_min + (sigma_max - sigma_min) * [1 - kappa / K]_+,
   with kappa the number of times a buffer entry has started a chain.
 * replay buffer: chains start from past samples; each one is re-initialised with probability
-  rho from a proposal q0 (data views by default, or uniform noise), and then has kappa = 0.
+  rho from a proposal q0 (views of random training images by default: q0 = p(v)), and then has kappa = 0.
 
 The buffer lives on the CPU, one per process (rank); its entries start empty and are
 filled from the proposal the first time they are drawn.

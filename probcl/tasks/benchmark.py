@@ -89,6 +89,8 @@ def cell_suite_options(bench: BenchmarkConfig, cell: Cell, root: Path) -> dict:
             if suite in bench.suites:
                 options.setdefault(suite, {}).setdefault("reference", str(ref))
     seeds = method_seeds(bench, cell.method)
+    if cell.method in bench.seed_ensembles:
+        options.setdefault("ood", {})["keep_probe_outputs"] = True
     if bench.ensemble and "ood" in bench.suites and len(seeds) > 1:
         others = [str(cells_dir / Cell(cell.method, s, cell.batch_size).name) for s in seeds if s != cell.seed]
         options.setdefault("ood", {}).setdefault("runs", others)

@@ -64,7 +64,12 @@ class BenchmarkConfig:
     suites: list[str] = field(default_factory=lambda: ["linear", "knn"])  # suites run on every cell, or [all]
     suite_options: dict = field(default_factory=dict)  # {suite: {option: value}}
     reference: str | None = None  # method label: reference run for `efficiency` and `corruptions` (mCE)
-    ensemble: bool = False  # `ood` deep ensemble over each method's seeds
+    ensemble: bool = False  # `ood` deep ensemble over each method's seeds (needs every seed's checkpoint at once)
+    # methods whose seeds form a deep ensemble from each cell's saved probe outputs on the `ood` images, formed when
+    # the last seed's cell lands (no checkpoints needed): ood/sets.SET.ensemble_msp|ensemble_entropy in its cells
+    seed_ensembles: list[str] = field(default_factory=list)
+    # metrics.jsonl columns (e.g. train/bank_query_cos) whose mean over each cell's last epoch enters results.json
+    training_metrics: list[str] = field(default_factory=list)
     headline: dict = field(default_factory=lambda: dict(DEFAULT_HEADLINE))  # column title -> "suite/metric"
     controls: dict[str, Control] = field(default_factory=dict)  # extra cells read against the ones they vary
     eval: BenchmarkEval = field(default_factory=BenchmarkEval)
@@ -118,6 +123,12 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
             raise ConfigError(f"{path}: methods.{label} has seeds that its init_from {source!r} lacks")
         if source is not None and phase(bench, source) > phase(bench, label):
             raise ConfigError(f"{path}: methods.{label} runs in an earlier phase than its init_from {source!r}")
+    for label in bench.seed_ensembles:
+        if label not in bench.methods or len(method_seeds(bench, label)) < 2 or "ood" not in bench.suites:
+            raise ConfigError(
+                f"{path}: seed_ensembles entry {label!r} must be one of the methods, with two or more seeds, "
+                "and the ood suite must run"
+            )
     check_controls(bench.controls, bench.methods, str(path))
     parse_claims(bench.claims, f"{path}: claims")  # a malformed claim fails here, before any work
     if bench.suites == ["all"]:

@@ -18,7 +18,9 @@ import torch
 from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths
-from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source
+from probcl.core.metrics_file import read_metrics
+from probcl.eval.ood import PROBE_OUTPUTS
+from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source, method_seeds
 
 CELL_FILE = "cell.json"  # a cell's training record: its config, time, and error if it failed
 
@@ -43,10 +45,39 @@ def hardware() -> dict:
     }
 
 
+def last_epoch_means(rows: list[dict], keys: list[str]) -> dict[str, float]:
+    """The mean of each of ``keys`` over the metrics.jsonl ``rows`` of the last epoch that logged it."""
+    out = {}
+    for key in keys:
+        logged = [r for r in rows if isinstance(r.get(key), (int, float)) and r.get("epoch") is not None]
+        if logged:
+            last = max(r["epoch"] for r in logged)
+            out[key] = statistics.fmean(r[key] for r in logged if r["epoch"] == last)
+    return out
+
+
+def seed_ensembles(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict[str, dict]:
+    """Each ``seed_ensembles`` method's deep ensemble over its seeds, once every seed's cell has saved its probe
+    outputs: ``{method: {"seeds": [...], "sets": {set: {score: metrics}}}}`` (missing while a seed is)."""
+    from probcl.eval.ood import seed_ensemble_metrics
+
+    out = {}
+    for method in bench.seed_ensembles:
+        members = [c for c in cells if c.method == method]
+        files = [root / "cells" / c.name / PROBE_OUTPUTS for c in members]
+        if len(members) < len(method_seeds(bench, method)) or not all(f.is_file() for f in files):
+            continue
+        outputs = [torch.load(f, map_location="cpu", weights_only=True) for f in files]
+        out[method] = {"seeds": [c.seed for c in members], "sets": seed_ensemble_metrics(outputs)}
+    return out
+
+
 def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
-    """results.json content: every cell's scalar metrics and, per group, their mean/std over seeds."""
+    """results.json content: every cell's scalar metrics (its suites, its last epoch's ``training_metrics``, and
+    the deep ensemble of its method's seeds where one is formed) and, per group, their mean/std over seeds."""
     from probcl.tasks.evaluate import scalar_metrics
 
+    ensembles = seed_ensembles(bench, cells, root)
     rows = []
     for cell in cells:
         run_dir = root / "cells" / cell.name
@@ -56,6 +87,11 @@ def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
             metrics.update({f"{suite}/{k}": v for k, v in scalar_metrics(result).items()})
         if "seconds_per_epoch" in record:
             metrics["train/seconds_per_epoch"] = record["seconds_per_epoch"]
+        if bench.training_metrics:
+            metrics.update(last_epoch_means(read_metrics(run_dir), bench.training_metrics))
+        if cell.method in ensembles:
+            sets = ensembles[cell.method]["sets"]
+            metrics.update({f"ood/sets.{k}": v for k, v in scalar_metrics(sets).items()})
         rows.append(
             {
                 "name": cell.name,
@@ -92,10 +128,12 @@ def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
         "config": to_plain(bench),
         "cells": rows,
         "groups": groups,
+        "ensembles": {method: {"seeds": e["seeds"]} for method, e in ensembles.items()},
     }
 
 
-PUBLISHED_FILES = ("config.yaml", "eval.json", "metrics.jsonl", CELL_FILE)  # cell.json last: it marks a copy done
+# cell.json last: it marks a copy done; the probe outputs exist for seed_ensembles methods only
+PUBLISHED_FILES = ("config.yaml", "eval.json", "metrics.jsonl", PROBE_OUTPUTS, CELL_FILE)
 
 
 def cell_complete(bench: BenchmarkConfig, run_dir: Path) -> bool:

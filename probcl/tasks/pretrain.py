@@ -282,6 +282,7 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         paths.root.mkdir(parents=True, exist_ok=True)
         save_config(cfg, paths.config)
     model = method_cls(cfg, info, hp)
+    model.use_training_data(train)
     if t.compile:
         model.backbone.compile()  # in place: parameter names (and checkpoints) stay as they are
 

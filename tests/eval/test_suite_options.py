@@ -22,7 +22,9 @@ def test_options_are_converted_to_their_declared_types():
     "suite, raw, message",
     [
         ("knn", {"nope": 1}, r"unknown suite option knn\.nope; valid options: knn_k, temperature, plain_k"),
-        ("linear", {"nope": 1}, "linear.nope; suite linear takes no options"),
+        ("linear", {"nope": 1}, r"linear\.nope; valid options: probes, sgd"),
+        ("linear", {"probes": ["adam"]}, r"linear\.probes.* must be one of lbfgs, sgd"),
+        ("knn", {"nope": 1, "knn_k": 2}, r"knn\.nope"),
         ("knn", {"knn_k": 0}, r"knn\.knn_k must be >= 1, got 0"),
         ("knn", {"knn_k": "many"}, r"knn\.knn_k must be an integer"),
         ("ood", {"dropout": 1.5}, r"ood\.dropout must be in \[0, 1\)"),

@@ -26,8 +26,13 @@ def runs(tmp_path_factory):
     """Two seeds of a tiny SimCLR run on digits, and one TaU-SimCLR run."""
     root = tmp_path_factory.mktemp("suites")
     out = {}
-    for name, method, seed in (("simclr0", "simclr", 0), ("simclr1", "simclr", 1), ("tau", "tau-simclr", 0)):
-        overrides = tiny_overrides(root / name, method=method, **{"train.seed": seed, "train.epochs": 2})
+    for name, method, seed, extra in (
+        ("simclr0", "simclr", 0, {}),
+        ("simclr1", "simclr", 1, {}),
+        ("tau", "tau-simclr", 0, {}),
+        ("dropout", "simclr", 0, {"model.dropout2d": 0.5}),
+    ):
+        overrides = tiny_overrides(root / name, method=method, **{"train.seed": seed, "train.epochs": 2, **extra})
         out[name] = pretrain(load_config(None, overrides))
     return out
 
@@ -68,6 +73,8 @@ def test_suites_end_to_end(runs):
         "mahalanobis_classfree",
         "input_stats",
         "combined",
+        "feature_norm:two-sided",
+        "knn10_projection",
     }
     for per_set in ood["sets"].values():
         assert set(per_set) == expected_scores
@@ -111,6 +118,41 @@ def test_suites_end_to_end(runs):
     eff = results["efficiency"]
     assert [e for e, _ in eff["curves"]["knn_top1"]] == [0, 1]
     assert eff["relative_efficiency"]["knn_top1"] in (None, 0.5, 1.0)
+
+
+def test_ood_scores_are_calibrated_on_one_half_of_the_id_test_set_and_evaluated_on_the_other(runs):
+    options = {"ood": {"datasets": ["inverted"], "mc_passes": 2}}
+    result = evaluate_run(runs["simclr0"], ["ood"], EvaluateSettings(max_train=MAX_TRAIN, options=options))["ood"]
+    half = len(load_dataset("digits", "test")) // 2  # 540 test images: 270 calibrate, the other 270 are scored
+    protocol = result["protocol"]
+    assert protocol["calibration_images"] == half and protocol["id_images"] == half
+    assert sum(result["histograms"]["msp"]["counts"]["id"]) == half and protocol["ood_images"] == {"inverted": half}
+    sizes = protocol["id_fitted"]["calibration"]
+    assert f"{half // 2} for the tail distributions, {half - half // 2} for the thresholds" in sizes
+    assert 0.0 <= result["id_accepted"] <= 1.0
+    # the raw norm and the two-sided tail the combination uses (-log p >= 0), both reported as their own scores
+    # (their AUROCs may coincide: inverted digits can be separated perfectly by either)
+    assert {"feature_norm", "feature_norm:two-sided"} <= set(result["sets"]["inverted"])
+    raw, two = result["histograms"]["feature_norm"]["edges"], result["histograms"]["feature_norm:two-sided"]["edges"]
+    assert raw != two and two[0] >= 0.0
+
+
+def test_the_tau_papers_mc_dropout_runs_on_a_model_trained_with_encoder_dropout(runs):
+    from probcl.runs.loading import load_run
+
+    model = load_run(runs["dropout"], device="cpu")
+    images = load_dataset("digits", "test").images[:6]
+    first, again = model.mc_dropout_projections(images, 4, seed=3), model.mc_dropout_projections(images, 4, seed=3)
+    assert first.shape[:2] == (4, 6) and torch.equal(first, again)  # seeded masks
+    assert (first.std(0) > 0).any() and torch.allclose(first.norm(dim=2), torch.ones(4, 6))
+    assert torch.equal(model.embed(images), model.embed(images))  # outside the passes the encoder is deterministic
+    settings = EvaluateSettings(max_train=MAX_TRAIN, options={"ood": {"datasets": ["inverted"], "max_images": 40}})
+    result = evaluate_run(runs["dropout"], ["ood"], settings)["ood"]
+    assert "mc_dropout_projection" in result["sets"]["inverted"]
+    plain = evaluate_run(runs["simclr1"], ["ood"], settings)["ood"]
+    assert "mc_dropout_projection" not in plain["sets"]["inverted"]  # no dropout was trained: no such score
+    with pytest.raises(ConfigError, match="model.dropout2d"):
+        load_run(runs["simclr1"], device="cpu").mc_dropout_projections(images, 2)
 
 
 def test_method_uncertainty_enters_the_ood_suite(runs):

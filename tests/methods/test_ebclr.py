@@ -154,7 +154,9 @@ def test_sampler_clamps_to_the_pixel_range_only_when_asked(pixel_clamp):
     assert out.samples.max().item() == pytest.approx(1.0 if pixel_clamp else 30.0)
 
 
-@pytest.mark.parametrize("preset", ["fashion-mnist/ebclr-paper", "mnist/ebclr-paper"])
+@pytest.mark.parametrize(
+    "preset", ["fashion-mnist/ebclr-paper", "mnist/ebclr-paper", "cifar10/ebclr", "cifar100/ebclr"]
+)
 def test_paper_presets_do_not_clamp_sgld_iterates(preset):
     from probcl.core.presets import resolve_config_path
 
@@ -257,9 +259,44 @@ def test_lambda_zero_is_the_plain_contrastive_loss():
         assert model.sampler.buffer.samples is None  # no SGLD when the generative term is off
 
 
+def constant_images(levels, size=28):
+    """A dataset of uniform grey images, one per level (uint8): each image says which level it came from."""
+    from probcl.data.sources import TensorImages
+
+    images = torch.tensor(levels, dtype=torch.uint8).view(-1, 1, 1, 1).expand(-1, 1, size, size).clone()
+    return TensorImages(images, None, "constant")
+
+
+def test_reinitialised_chains_start_from_views_of_random_training_images_not_this_batch():
+    """q0 = p(v) (the authors' code): with rho 1 and (almost) no SGLD move, every chain written back is a view of
+    one of the training set's grey levels, several of them are drawn, and none is the batch's own level."""
+    train_levels = [20, 60, 100, 140, 180, 220]
+    model = make_method(
+        buffer_size=64, reinit_prob=1.0, sgld={"steps": 1, "step_size": 1e-6, "sigma_min": 0.0, "sigma_max": 0.0}
+    )
+    model.use_training_data(constant_images(train_levels))
+    batch_images = constant_images([250] * 16).images
+    torch.manual_seed(0)
+    model.step(*model.views(batch_images), (batch_images, torch.full((16,), -1), torch.arange(16)))
+    drawn = model.sampler.buffer.samples[model.sampler.buffer.counts >= 0]
+    grey = ((drawn.flatten(1).mean(1) * 0.5 + 0.5) * 255).tolist()  # symmetric normalisation undone
+    nearest = [min(train_levels + [250], key=lambda level, g=g: abs(level - g)) for g in grey]
+    assert all(abs(level - g) < 5 for level, g in zip(nearest, grey))  # noise std 0.03 averages out over 784 px
+    assert 250 not in nearest and len(set(nearest)) >= 4
+
+
+def test_the_training_set_proposal_needs_the_training_set():
+    model = make_method(buffer_size=8, sgld={"steps": 1})
+    batch = digits_batch()
+    with pytest.raises(ConfigError, match="use_training_data"):
+        model.step(*model.views(batch[0]), batch)
+    assert make_method().hp.proposal == "train"
+
+
 def test_buffer_survives_a_checkpoint_round_trip_exactly():
     torch.manual_seed(0)
     model = make_method(buffer_size=24, reinit_prob=0.5, sgld={"steps": 2})
+    model.use_training_data(constant_images([10, 90, 170]))
     batch = digits_batch()
     for _ in range(3):
         model.step(*model.views(batch[0]), batch)

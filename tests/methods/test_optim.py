@@ -77,3 +77,35 @@ def test_warmup_then_cosine_matches_the_formula():
     assert lrs[:10] == pytest.approx([base * (s + 1) / 10 for s in range(10)])
     assert lrs[20] == pytest.approx(base * 0.5 * (1 + math.cos(math.pi * 10 / 90)))
     assert opt.param_groups[1]["lr"] == pytest.approx(OptimConfig().probe_lr * 100)  # the probe is not scheduled
+
+
+def _adam_by_hand(w: torch.Tensor, grads: list[torch.Tensor], lr: float, eta: float, wd: float) -> torch.Tensor:
+    """Adam (betas 0.9 / 0.999, eps 1e-8, no weight decay of its own) on LARS-rescaled gradients, written out."""
+    m, v = torch.zeros_like(w), torch.zeros_like(w)
+    for t, g in enumerate(grads, 1):
+        d = g + wd * w
+        d = eta * w.norm() / d.norm() * d  # the TaU authors' LARSWrapper(Adam, eta, clip=False)
+        m, v = 0.9 * m + 0.1 * d, 0.999 * v + 0.001 * d * d
+        w = w - lr * (m / (1 - 0.9**t)) / ((v / (1 - 0.999**t)).sqrt() + 1e-8)
+    return w
+
+
+def test_adam_lars_is_adam_on_gradients_rescaled_to_norm_eta_times_the_weights_norm():
+    torch.manual_seed(0)
+    w0 = torch.randn(4, 3, dtype=torch.float64)
+    grads = [torch.randn(4, 3, dtype=torch.float64) * scale for scale in (1.0, 50.0, 0.01)]
+    lr, eta, wd = 1e-2, 1e-3, 1e-2
+    p = nn.Parameter(w0.clone())
+    opt = build_optimizer(OptimConfig(name="adam-lars", lr=lr, weight_decay=wd, lars_eta=eta), [("w", p)], [], 256)
+    for g in grads:
+        p.grad = g.clone()
+        opt.step()
+    expected = _adam_by_hand(w0, grads, lr, eta, wd)
+    torch.testing.assert_close(p.detach(), expected, rtol=0, atol=1e-12)
+    plain = nn.Parameter(w0.clone())  # Adam on the raw gradients takes other steps: the rescaling matters
+    adam = torch.optim.Adam([plain], lr=lr, weight_decay=wd)
+    for g in grads:
+        plain.grad = g.clone()
+        adam.step()
+    assert (plain.detach() - expected).abs().max() > 1e-4
+    assert opt.param_groups[0]["weight_decay"] == wd  # restored after each step (folded in, not applied twice)

@@ -435,3 +435,72 @@ def test_near_copy_weight_is_the_softmax_share_of_negatives_above_the_cosine_thr
     t = 0.5
     first = math.exp(0.95 / t) / (math.exp(0.95 / t) + math.exp(0.5 / t) + 1.0)  # only 0.95 is above 0.9
     assert float(near_copy_weight(cosines, t)) == pytest.approx((first + 0.0) / 2, rel=1e-6)
+
+
+def test_pre_update_order_gives_the_loss_the_bank_before_it_moves_towards_this_batch():
+    """AdCo's order: step 1's negatives are the bank as it was (BANK, by hand); step 2's are what step 1's
+    Alg. 1 box made of it; the default order returns each step's own update (the box's result)."""
+    sampler = BankSampler("langevin", 0.5, 1, 0.3, noise_scale=0.0, update="literal")
+    queries = _tensor(QUERIES)
+    moved_once = _box_langevin(BANK, QUERIES, 0.5, 0.3, 1, 0.0, [[[0.0, 0.0]] * 4])
+    moved_twice = _box_langevin(moved_once, QUERIES, 0.5, 0.3, 1, 0.0, [[[0.0, 0.0]] * 4])
+
+    def bank_of_rows(rows):
+        bank = FeatureBank(4, 2, sampler).double()
+        bank.bank.copy_(_tensor(rows))
+        bank.filled.fill_(4)
+        return bank
+
+    pre = bank_of_rows(BANK)
+    first, second = (pre.update(queries, seed=s, pre_update=True) for s in (0, 1))
+    torch.testing.assert_close(first.negatives, _tensor(BANK), rtol=0, atol=0)
+    torch.testing.assert_close(second.negatives, _tensor(moved_once), rtol=0, atol=1e-12)
+    torch.testing.assert_close(pre.bank, _tensor(moved_twice), rtol=0, atol=1e-12)
+    nearest = sum(max(sum(a * b for a, b in zip(row, q)) for q in QUERIES) for row in BANK) / 4
+    assert float(first.nearest_query_cosine) == pytest.approx(nearest, abs=1e-12)  # hardness of what the loss sees
+    updated = bank_of_rows(BANK).update(queries, seed=0)
+    torch.testing.assert_close(updated.negatives, _tensor(moved_once), rtol=0, atol=1e-12)
+
+
+def _hand_info_nce(q, k, negatives, t):
+    """Mean over anchors of -log softmax([q.k, q.b_1, ..., q.b_M] / t)[0], with plain lists."""
+    total = 0.0
+    for qi, ki in zip(q, k):
+        logits = [sum(a * b for a, b in zip(qi, ki)) / t] + [sum(a * b for a, b in zip(qi, b)) / t for b in negatives]
+        top = max(logits)
+        total += -(logits[0] - top - math.log(sum(math.exp(v - top) for v in logits)))
+    return total / len(q)
+
+
+@pytest.mark.parametrize("loss_bank", ["updated", "pre-update"])
+def test_the_loss_bank_option_changes_which_bank_vem_langevin_contrasts_with(loss_bank):
+    from tests.methods.helpers import build, views
+
+    model = build("vem-langevin", bank_size=6, loss_bank=loss_bank, noise_scale=0.0)
+    model.memory.filled.fill_(6)  # a full bank: rows move only by the sampler
+    before = model.memory.bank.clone()
+    v1, v2 = views()
+    loss = model.step(v1, v2, None).loss.item()
+    after = model.memory.bank.clone()
+    assert not torch.allclose(before, after)  # the sampler moved the bank towards this batch
+    with torch.no_grad():
+        q = F.normalize(model.projector(model.backbone(v1)), dim=1).tolist()
+        k = F.normalize(model.projector(model.backbone(v2)), dim=1).tolist()
+    seen = before if loss_bank == "pre-update" else after
+    other = after if loss_bank == "pre-update" else before
+    t = model.hp.temperature
+    assert loss == pytest.approx(_hand_info_nce(q, k, seen.tolist(), t), abs=1e-5)
+    assert abs(loss - _hand_info_nce(q, k, other.tolist(), t)) > 1e-3
+
+
+def test_vem_langevin_defaults_to_the_presets_bank_momentum_zero_and_svgd_keeps_appendix_ds():
+    from probcl.config import load_config
+    from probcl.core.presets import resolve_config_path
+    from probcl.methods.vem import VEMLangevinParams, VEMSVGDParams
+
+    for dataset in ("fashion-mnist", "cifar10", "cifar100"):
+        preset = load_config(resolve_config_path(f"{dataset}/vem-langevin")).method_args
+        assert preset.get("bank_momentum", VEMLangevinParams().bank_momentum) == 0.0
+    assert VEMLangevinParams().bank_momentum == 0.0
+    assert VEMSVGDParams().bank_momentum == 0.9
+    assert VEMLangevinParams().loss_bank == "updated"  # Alg. 1's order unless asked

@@ -26,6 +26,9 @@ def test_config_accepts_timm_names_and_rejects_unknown_ones():
         from_dict(ModelConfig, {"backbone": "vgg"}, "model")
     with pytest.raises(ConfigError, match="timm:resnet10t keeps its own layers"):
         from_dict(ModelConfig, {"backbone": "timm:resnet10t", "norm": "none"}, "model")
+    own = r"model\.dropout2d applies to probcl's own backbones \(cnn, resnet18, resnet50\)"
+    with pytest.raises(ConfigError, match=own):
+        from_dict(ModelConfig, {"backbone": "timm:resnet10t", "dropout2d": 0.5}, "model")
 
 
 def test_without_timm_one_line_says_how_to_install(monkeypatch, capsys):

@@ -194,3 +194,27 @@ def test_seeded_subset_of_the_map(evaluated_run):
     assert a == b and a["index"] != c["index"]
     assert len(a["index"]) == 60 and a["index"] == sorted(set(a["index"]))
     assert all(math.isfinite(v) for p in a["points"] for v in p)
+
+
+def test_histogram_columns_are_drawn_as_one_heatmap_over_training_not_as_curves(tmp_path):
+    from probcl.methods.tau import u_histogram
+    from probcl.report.document import Document
+    from probcl.report.run_report import histograms_over_training, training_section
+
+    u_by_step = {9: torch.tensor([-9.0, 0.5, 0.5, 7.2]), 19: torch.tensor([8.0, 8.5, 0.2, 0.9])}
+    rows = [
+        {"step": step, "train/loss": 1.0, **{f"train/{k}": float(v) for k, v in u_histogram(u).items()}}
+        for step, u in u_by_step.items()
+    ]
+    steps, bins, shares = histograms_over_training(metric_columns(rows))["train/u_hist"]
+    assert steps == [9.0, 19.0] and bins[0] == "[-inf, -8)" and bins[-1] == "[8, inf)" and len(bins) == 18
+    assert shares[0][0] == 0.25 and shares[0][bins.index("[0, 1)")] == 0.5 and shares[0][bins.index("[7, 8)")] == 0.25
+    assert shares[1][-1] == 0.5 and shares[1][bins.index("[0, 1)")] == 0.5
+    assert all(sum(row) == pytest.approx(1.0) for row in shares)
+    doc = Document("run")
+    training_section(doc, rows, tmp_path)
+    assert (tmp_path / "training-hist-u_hist.png").stat().st_size > 1000
+    curve_columns = [k for _, panels in curve_panels(metric_columns(rows)) for _, series, _ in panels for k in series]
+    assert "loss" in curve_columns  # the plain curves are still drawn ...
+    drawn = {p.name for p in tmp_path.iterdir()}
+    assert drawn == {"training-loss.png", "training-hist-u_hist.png"}  # ... but no curve per histogram bin

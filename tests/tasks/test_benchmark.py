@@ -282,3 +282,49 @@ def test_a_cell_that_fails_unexpectedly_lets_the_others_finish_and_is_retried(tm
         "bad-s0",
         "posthoc-s0",
     }
+
+
+def test_a_seed_ensemble_forms_when_the_last_seed_lands_and_training_metrics_enter_the_results(tmp_path):
+    """No training: cells written by hand. The ensemble's AUROC is scikit-learn's on the mean of the seeds'
+    probe outputs; a training metric is the mean over the last epoch of metrics.jsonl."""
+    import json
+
+    import torch
+    from sklearn.metrics import roc_auc_score
+
+    from probcl.eval.ood import PROBE_OUTPUTS
+    from probcl.tasks.benchmark_results import collect
+
+    bench_file = write(
+        tmp_path / "b.yaml",
+        {
+            "methods": {"simclr": "fashion-mnist/simclr"},
+            "seeds": [0, 1],
+            "suites": ["ood"],
+            "seed_ensembles": ["simclr"],
+            "training_metrics": ["train/bank_query_cos"],
+        },
+    )
+    bench, _ = load_benchmark(bench_file)
+    cells = grid(bench)
+    g = torch.Generator().manual_seed(0)
+    outputs = []
+    for cell, rows in zip(cells, ([(0, 0.1), (1, 0.5), (1, 0.7)], [(0, 0.2), (1, 0.9)])):
+        run = tmp_path / "cells" / cell.name
+        run.mkdir(parents=True)
+        (run / "cell.json").write_text(json.dumps({"config": {}}))
+        (run / "eval.json").write_text(json.dumps({"ood": {"id_accepted": 0.95}}))
+        lines = [json.dumps({"step": i, "epoch": e, "train/bank_query_cos": v}) for i, (e, v) in enumerate(rows)]
+        (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+        probs = {"id": torch.softmax(torch.randn(20, 3, generator=g) * 3, 1), "digits": torch.rand(15, 3, generator=g)}
+        outputs.append({k: v / v.sum(1, keepdim=True) for k, v in probs.items()})
+        if cell.seed == 0:
+            assert "ood/sets.digits.ensemble_msp.auroc" not in collect(bench, cells, tmp_path)["cells"][0]["metrics"]
+        torch.save({k: v.half() for k, v in outputs[-1].items()}, run / PROBE_OUTPUTS)
+    results = collect(bench, cells, tmp_path)
+    mean = {k: torch.stack([o[k].half().float() for o in outputs]).mean(0) for k in ("id", "digits")}
+    expected = roc_auc_score([0] * 20 + [1] * 15, torch.cat([-mean["id"].amax(1), -mean["digits"].amax(1)]))
+    for row in results["cells"]:
+        assert row["metrics"]["ood/sets.digits.ensemble_msp.auroc"] == pytest.approx(expected, abs=1e-9)
+    assert results["ensembles"] == {"simclr": {"seeds": [0, 1]}}
+    assert [r["metrics"]["train/bank_query_cos"] for r in results["cells"]] == pytest.approx([0.6, 0.9])
