@@ -258,31 +258,19 @@ def pretrain(cfg: Config, resume: bool | None = None, callbacks: Sequence[Callba
 
 
 def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequence[Callback]) -> Path:
-    ckpt_path = paths.last if paths.last.exists() and resume is not False else None
-    if resume and ckpt_path is None:
-        raise ConfigError(f"--resume given but {paths.last} does not exist")
-    if ckpt_path is not None:
-        _check_checkpoint(ckpt_path)
-        if paths.config.exists():
-            _check_resume_config(paths, cfg)
+    ckpt_path = _checkpoint_to_resume(cfg, paths, resume)
     method_cls = METHODS.get(cfg.method)
     hp = method_cls.params(cfg)  # validated once, before loading data; the model receives it
     pl.seed_everything(cfg.train.seed, workers=True, verbose=False)
-
-    d = cfg.data
-    unreadable = UnreadableFiles(d.on_unreadable)
-    channels = None if d.channels == "auto" else d.channels
-    train = load_dataset(d.dataset, "pretrain", d.root, d.download, d.image_size, channels, unreadable=unreadable)
-    if d.train_subset is not None and d.train_subset < len(train):
-        train = train.subset(random_subset(len(train), d.train_subset, cfg.train.seed))
-    t = cfg.train
-    steps_per_epoch(len(train), t.batch_size, limit=t.limit_train_batches)  # a batch the data cannot fill: refused
+    unreadable = UnreadableFiles(cfg.data.on_unreadable)
+    train = _training_set(cfg, unreadable)
     info = data_info_for(cfg, train)
     if _is_rank_zero():  # a resumed run records the settings it continues with (more epochs, another logger)
         paths.root.mkdir(parents=True, exist_ok=True)
         save_config(cfg, paths.config)
     model = method_cls(cfg, info, hp)
     model.use_training_data(train)
+    t = cfg.train
     if t.compile:
         model.backbone.compile()  # in place: parameter names (and checkpoints) stay as they are
 
@@ -292,15 +280,64 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         train,
         t.batch_size,
         t.seed,
-        num_workers=d.num_workers,
-        persistent_workers=d.num_workers > 0,
+        num_workers=cfg.data.num_workers,
+        persistent_workers=cfg.data.num_workers > 0,
         pin_memory=torch.cuda.is_available(),
     )
+    precision = resolve_precision(t.precision, t.accelerator)
     callbacks = [
         *callbacks,
         ExactResume(loader, t.seed, metrics_log),
         stop,
-        # ``last.ckpt``: the latest state, every epoch (and every N steps when asked), replaced atomically.
+        PrecisionRecord(precision),
+        *_checkpoint_callbacks(paths, t),
+        *_monitor_callbacks(cfg, train, paths, unreadable),
+    ]
+    loggers: list[Logger] = [metrics_log, *extra_loggers(t.loggers, paths.root, resuming=ckpt_path is not None)]
+    if _is_rank_zero():
+        unreadable.report(paths.unreadable)
+        print(f"probcl: {precision.line()}", file=sys.stderr)
+    trainer = _configured_trainer(cfg, paths, loggers, callbacks, precision.precision, len(loader))
+    if _is_rank_zero():
+        announce(summarize(cfg, train, trainer))
+    with warnings.catch_warnings():
+        for message in HANDLED_WARNINGS:
+            warnings.filterwarnings("ignore", message)
+        try:
+            trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
+        except SIGTERMException:
+            raise stop.stopped(trainer.global_step) from None
+    return paths.root
+
+
+def _checkpoint_to_resume(cfg: Config, paths: RunPaths, resume: bool | None) -> Path | None:
+    """``last.ckpt`` when the run resumes (it exists and ``resume`` is not False), checked against the config;
+    ``--resume`` without one is an error."""
+    ckpt_path = paths.last if paths.last.exists() and resume is not False else None
+    if resume and ckpt_path is None:
+        raise ConfigError(f"--resume given but {paths.last} does not exist")
+    if ckpt_path is not None:
+        _check_checkpoint(ckpt_path)
+        if paths.config.exists():
+            _check_resume_config(paths, cfg)
+    return ckpt_path
+
+
+def _training_set(cfg: Config, unreadable: UnreadableFiles) -> ImageSource:
+    """The pretraining images (``data.train_subset``: a seeded subset), each folder checked once for unreadable
+    files; a batch the data cannot fill is refused here, before any model is built."""
+    d = cfg.data
+    channels = None if d.channels == "auto" else d.channels
+    train = load_dataset(d.dataset, "pretrain", d.root, d.download, d.image_size, channels, unreadable=unreadable)
+    if d.train_subset is not None and d.train_subset < len(train):
+        train = train.subset(random_subset(len(train), d.train_subset, cfg.train.seed))
+    steps_per_epoch(len(train), cfg.train.batch_size, limit=cfg.train.limit_train_batches)
+    return train
+
+
+def _checkpoint_callbacks(paths: RunPaths, t: TrainConfig) -> list[Callback]:
+    """``last.ckpt``: the latest state, every epoch (and every N steps when asked), replaced atomically."""
+    callbacks: list[Callback] = [
         ModelCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1, enable_version_counter=False),
         LearningRateMonitor(logging_interval="epoch"),
     ]
@@ -314,26 +351,31 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
                 every_n_train_steps=t.checkpoint_every_n_steps,
             )
         )
-    monitor_sets = _monitor_sets(cfg, train, t.seed, unreadable)
-    if _is_rank_zero():
-        unreadable.report(paths.unreadable)
-    if monitor_sets is not None and t.monitor_every_n_epochs > 0:
-        callbacks.append(OnlineMonitor(*monitor_sets, every_n_epochs=t.monitor_every_n_epochs))
-        callbacks.append(
-            ModelCheckpoint(
-                dirpath=paths.checkpoints,
-                filename="best",
-                monitor="monitor/knn_top1",
-                mode="max",
-                save_top_k=1,
-                enable_version_counter=False,
-            )
-        )
-    loggers: list[Logger] = [metrics_log, *extra_loggers(t.loggers, paths.root, resuming=ckpt_path is not None)]
-    precision = resolve_precision(t.precision, t.accelerator)
-    callbacks.append(PrecisionRecord(precision))
-    if _is_rank_zero():
-        print(f"probcl: {precision.line()}", file=sys.stderr)
+    return callbacks
+
+
+def _monitor_callbacks(cfg: Config, train: ImageSource, paths: RunPaths, unreadable: UnreadableFiles) -> list:
+    """The online kNN monitor and the ``best.ckpt`` it selects, when the data has labels and it is asked for."""
+    monitor_sets = _monitor_sets(cfg, train, cfg.train.seed, unreadable)
+    if monitor_sets is None or cfg.train.monitor_every_n_epochs <= 0:
+        return []
+    best = ModelCheckpoint(
+        dirpath=paths.checkpoints,
+        filename="best",
+        monitor="monitor/knn_top1",
+        mode="max",
+        save_top_k=1,
+        enable_version_counter=False,
+    )
+    return [OnlineMonitor(*monitor_sets, every_n_epochs=cfg.train.monitor_every_n_epochs), best]
+
+
+def _configured_trainer(
+    cfg: Config, paths: RunPaths, loggers: list[Logger], callbacks: list, precision: str, batches: int
+) -> pl.Trainer:
+    """The Lightning trainer of a run: its hardware, precision and epoch limits (``batches`` per epoch before
+    ``train.limit_train_batches``), our checkpoint I/O; sync BatchNorm on CPU refused."""
+    t = cfg.train
     limit = t.limit_train_batches
     trainer = _trainer(
         max_epochs=t.epochs,
@@ -341,7 +383,7 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         devices=t.devices,
         strategy=t.strategy,
         num_nodes=t.num_nodes,
-        precision=precision.precision,
+        precision=precision,
         sync_batchnorm=t.sync_batchnorm,
         deterministic="warn" if t.deterministic else False,
         default_root_dir=str(paths.root),
@@ -349,7 +391,7 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],
         limit_train_batches=(int(limit) if limit is not None and float(limit).is_integer() else limit),
-        log_every_n_steps=max(1, min(10, limited_batches(len(loader), limit))),  # Lightning warns above an epoch
+        log_every_n_steps=max(1, min(10, limited_batches(batches, limit))),  # Lightning warns above an epoch
         enable_progress_bar=t.progress_bar,
         enable_model_summary=False,
         num_sanity_val_steps=0,
@@ -360,13 +402,4 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
             "train.sync_batchnorm needs GPUs (torch's SyncBatchNorm has no CPU kernel); drop "
             "--sync-batchnorm on CPU (MoCo keeps method_args.shuffle_bn instead)"
         )
-    if _is_rank_zero():
-        announce(summarize(cfg, train, trainer))
-    with warnings.catch_warnings():
-        for message in HANDLED_WARNINGS:
-            warnings.filterwarnings("ignore", message)
-        try:
-            trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
-        except SIGTERMException:
-            raise stop.stopped(trainer.global_step) from None
-    return paths.root
+    return trainer
