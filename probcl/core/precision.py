@@ -123,6 +123,12 @@ def compute_precision(choice: PrecisionChoice, device: torch.device) -> Iterator
 @contextlib.contextmanager
 def float32(device: torch.device | str) -> Iterator[None]:
     """No autocast inside: the enclosed code (samplers, vMF densities) computes in the dtype of its inputs,
-    which callers make float32 with ``.float()``."""
+    which callers make at least float32 with :func:`at_least_float32`."""
     with torch.autocast(torch.device(device).type, enabled=False):
         yield
+
+
+def at_least_float32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` in float32 when it is in a narrower float type (bf16, fp16); float32 and float64 stay as they are
+    (energies and vMF log-densities reach tens to hundreds of nats, which half precision rounds by whole nats)."""
+    return t.to(torch.promote_types(t.dtype, torch.float32))

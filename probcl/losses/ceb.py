@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from probcl.core.distributed import gather_batch
-from probcl.core.precision import float32
+from probcl.core.precision import at_least_float32, float32
 from probcl.distributions.vmf import VonMisesFisher, vmf_constants
 from probcl.errors import ConfigError
 
@@ -37,11 +37,6 @@ class CEBTerms:
     loss: torch.Tensor
     residual: torch.Tensor | None  # I(X;Z|Y) upper bound; None in the deterministic limit kappa_e = inf
     information: torch.Tensor  # I(Y;Z) lower bound (log K - CatGen cross-entropy)
-
-
-def vmf_precision(x: torch.Tensor) -> torch.Tensor:
-    """``x`` in float32 or wider: in half precision vMF log-densities (hundreds of nats) lose whole nats."""
-    return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 def residual_information(
@@ -132,7 +127,7 @@ def c_simclr_loss(
     """
     check_c_simclr_args(kappa_e, beta, candidates)
     with float32(h1.device):
-        r1, r2 = F.normalize(vmf_precision(h1), dim=1), F.normalize(vmf_precision(h2), dim=1)
+        r1, r2 = F.normalize(at_least_float32(h1), dim=1), F.normalize(at_least_float32(h2), dim=1)
         (all1, all2), offset = gather_batch(r1, r2, gather=gather)
         targets = torch.arange(len(r1), device=r1.device) + offset
         loss12, res12, info12 = _c_simclr_direction(r1, r2, all1, all2, targets, kappa_e, kappa_b, beta, candidates)

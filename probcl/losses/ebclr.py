@@ -24,7 +24,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from probcl.core.precision import float32
+from probcl.core.precision import at_least_float32, float32
 from probcl.losses.nt_xent import nt_xent_logits
 
 Others = Literal["2n-1", "n"]
@@ -42,7 +42,8 @@ def energy(z: torch.Tensor, z_ref: torch.Tensor, temperature: float) -> torch.Te
     Always in float32 (under bf16 autocast too): the generative term is a difference of energies of tens of
     nats (Eq. 13), which bf16's 8-bit mantissa would round by tenths."""
     with float32(z.device):
-        return -torch.logsumexp(neg_sq_distance_logits(z.float(), z_ref.float(), temperature), dim=1)
+        logits = neg_sq_distance_logits(at_least_float32(z), at_least_float32(z_ref), temperature)
+        return -torch.logsumexp(logits, dim=1)
 
 
 def discriminative_loss(

@@ -22,8 +22,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from probcl.config import AtLeast, NonNegative, Positive
+from probcl.core.precision import at_least_float32
 from probcl.distributions.vmf import VonMisesFisher
-from probcl.losses.ceb import residual_information, vmf_precision
+from probcl.losses.ceb import residual_information
 from probcl.losses.normalized_mse import normalized_mse
 from probcl.methods.base import METHODS, StepOutput
 from probcl.methods.byol import BYOL, BYOLParams
@@ -69,13 +70,13 @@ class CBYOL(StochasticEncoder, BYOL):
         self, p: torch.Tensor, t_self: torch.Tensor, t_other: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Eq. 17 for one direction: (loss, mean regression term, mean residual information or None at beta 0)."""
-        e = VonMisesFisher(F.normalize(vmf_precision(p), dim=1), self.hp.kappa_e)
+        e = VonMisesFisher(F.normalize(at_least_float32(p), dim=1), self.hp.kappa_e)
         z = e.rsample()
         y_hat = self.l_net(z.to(p.dtype))
         regression = normalized_mse(y_hat, t_other).mean()
         if self.m_net is None:
             return self.hp.w_byol * regression, regression, None
-        mu_b = F.normalize(vmf_precision(self.m_net(F.normalize(t_self, dim=1))), dim=1)
+        mu_b = F.normalize(at_least_float32(self.m_net(F.normalize(t_self, dim=1))), dim=1)
         residual = residual_information(e, VonMisesFisher(mu_b, self.hp.kappa_b), z).mean()
         return self.hp.w_byol * regression + self.hp.beta * residual, regression, residual
 

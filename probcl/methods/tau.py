@@ -39,7 +39,8 @@ from probcl.models.pretrained import BACKBONE_FIELDS, describe_pretrained
 UNCERTAINTY_SCORES = ("neg_u", "neg_u_squared")
 
 
-# Bins of the u histogram logged every step (train/u_hist[lo,hi) = share of the batch's views with lo <= u < hi),
+# Bins of the u histogram logged every step (train/u_hist/LO to HI = share of the batch's views with LO <= u < HI;
+# characters every logger accepts, MLflow's included),
 # which the run report draws as a histogram over training: unit bins over [-8, 8) and the two open tails. A view
 # whose sigmoid(u) exceeds SATURATED (u > 4.6) is on the sigmoid's bound, where u's gradient has almost vanished.
 U_HISTOGRAM_EDGES = (-math.inf, *range(-8, 9), math.inf)
@@ -47,9 +48,9 @@ SATURATED = 0.99
 
 
 def u_histogram(u: torch.Tensor, edges: tuple[float, ...] = U_HISTOGRAM_EDGES) -> dict[str, torch.Tensor]:
-    """``{"u_hist[lo,hi)": share of u in [lo, hi)}`` over consecutive ``edges`` (the shares sum to 1)."""
+    """``{"u_hist/LO to HI": share of u in [LO, HI)}`` over consecutive ``edges`` (the shares sum to 1)."""
     u = u.detach().float()
-    return {f"u_hist[{lo:g},{hi:g})": ((u >= lo) & (u < hi)).float().mean() for lo, hi in zip(edges[:-1], edges[1:])}
+    return {f"u_hist/{lo:g} to {hi:g}": ((u >= lo) & (u < hi)).float().mean() for lo, hi in zip(edges[:-1], edges[1:])}
 
 
 def uncertainty_from_u(u: torch.Tensor, score: str = "neg_u") -> torch.Tensor:

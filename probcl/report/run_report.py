@@ -48,9 +48,10 @@ def unit_of(column: str) -> str:
     return next((unit for suffix, unit in UNITS if column.endswith(suffix)), f"{_short(column)} (as logged)")
 
 
-# metrics.jsonl columns "NAME[lo,hi)" are the bins of a histogram logged every step (e.g. TaU's train/u_hist): drawn
-# as one heatmap per NAME over training, not as curves
-HISTOGRAM_BIN = re.compile(r"^(?P<name>.+)\[(?P<lo>[^,\[\]]+),(?P<hi>[^,\[\]]+)\)$")
+# metrics.jsonl columns "NAME/LO to HI" are the bins [LO, HI) of a histogram logged every step (e.g. TaU's
+# train/u_hist): drawn as one heatmap per NAME over training, not as curves
+_EDGE = r"-?(?:inf|\d+(?:\.\d+)?(?:e[-+]?\d+)?)"
+HISTOGRAM_BIN = re.compile(rf"^(?P<name>.+)/(?P<lo>{_EDGE}) to (?P<hi>{_EDGE})$")
 
 CURVE_GROUPS = (
     CurveGroup("objective", "loss", lambda k: k.startswith("train/") and k.endswith("loss") and "probe" not in k),

@@ -22,6 +22,7 @@ import torch
 
 from probcl.config import AtLeast, NonNegative, Positive
 from probcl.core.distributed import gather_no_grad, rank, world_size
+from probcl.core.precision import at_least_float32
 
 EnergyFn = Callable[[torch.Tensor], torch.Tensor]  # (B, C, H, W) -> (B,) energies
 ProposalFn = Callable[[int], torch.Tensor]  # n -> (n, C, H, W) initial samples
@@ -57,7 +58,7 @@ def proximal_sgld(
     alpha * delta = 0.05 and noise of sigma = 0.01 on pixels of magnitude ~1 are below bf16's resolution
     there (2^-7); ``energy_fn``'s network pass runs in the training precision, its gradient arrives in float32.
     """
-    v = init.detach().float().clone()
+    v = at_least_float32(init.detach()).clone()
     if isinstance(sigma, torch.Tensor):
         sigma = sigma.to(v).view(-1, *([1] * (v.dim() - 1)))
     max_norm = torch.zeros((), device=v.device, dtype=v.dtype)

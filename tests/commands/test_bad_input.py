@@ -199,7 +199,7 @@ CASES = {
     ),
     "evaluate unknown option": (
         ["evaluate", "{run}", "--suite", "linear", "--option", "linear.nope=1"],
-        r"unknown suite option linear\.nope; suite linear takes no options",
+        r"unknown suite option linear\.nope; valid options: probes, sgd",
     ),
     "evaluate malformed option": (
         ["evaluate", "{run}", "--suite", "knn", "--option", "knn"],

@@ -258,10 +258,10 @@ def test_score_folder_writes_one_row_per_readable_image(tau_run, tmp_path, capsy
     (folder / "broken.png").write_bytes(b"this is not an image")
     out = tmp_path / "scores.csv"
     assert main(["score", str(tau_run), "--dataset", f"folder:{folder}", "--out", str(out), "--knn-k", "10"]) == 0
-    assert (
-        "skipped 1 unreadable file(s)" in capsys.readouterr().out
-        and "broken.png" in out.with_suffix(".json").read_text()
-    )
+    # one line on stderr with the count and the list file, which names the file and why
+    assert "skipped 1 unreadable image file" in capsys.readouterr().err
+    assert "broken.png" in out.with_suffix(".json").read_text()
+    assert "broken.png" in out.with_suffix(".unreadable.txt").read_text()
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 9 and sorted(r["id"] for r in rows) == sorted(str(folder / f"img{i}.png") for i in range(9))
     assert {
