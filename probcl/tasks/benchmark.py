@@ -27,7 +27,15 @@ from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, atomic_write_text, read_json
 from probcl.core.layout import RunPaths
 from probcl.errors import RunError
-from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, cell_config, grid, init_source, method_seeds
+from probcl.tasks.benchmark_grid import (
+    BenchmarkConfig,
+    Cell,
+    cell_config,
+    grid,
+    init_source,
+    method_seeds,
+    method_suites,
+)
 from probcl.tasks.benchmark_results import CELL_FILE, rebuild_report, restore_published
 
 ERROR_FILE = "error.log"  # the traceback of a cell that failed unexpectedly
@@ -103,7 +111,7 @@ def evaluate_cell(bench: BenchmarkConfig, cell: Cell, root: Path, suites: list[s
 
     run_dir = root / "cells" / cell.name
     done = read_json(RunPaths(run_dir).eval, {})
-    missing = [s for s in (bench.suites if suites is None else suites) if s not in done]
+    missing = [s for s in (method_suites(bench, cell.method) if suites is None else suites) if s not in done]
     if missing:
         e = bench.eval
         options = {name: opts for name, opts in cell_suite_options(bench, cell, root).items() if name in missing}
@@ -136,8 +144,9 @@ def suite_dependencies(bench: BenchmarkConfig, cell: Cell, suite: str) -> list[C
 
 
 def ready_suites(bench: BenchmarkConfig, cell: Cell, root: Path) -> list[str]:
-    """The suites whose dependencies are trained."""
-    return [s for s in bench.suites if all(_trained(root, need) for need in suite_dependencies(bench, cell, s))]
+    """The cell's suites whose dependencies are trained."""
+    suites = method_suites(bench, cell.method)
+    return [s for s in suites if all(_trained(root, need) for need in suite_dependencies(bench, cell, s))]
 
 
 def run_benchmark(

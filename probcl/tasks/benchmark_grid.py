@@ -134,6 +134,8 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
     if bench.suites == ["all"]:
         bench.suites = SUITES.names()
     SUITES.parse_all(bench.suites, bench.suite_options)  # unknown suites, options and bad values fail here
+    for label in bench.methods:
+        method_suites(bench, label)  # a method's own suites must be among them
     return bench, Path(path).parent
 
 
@@ -141,6 +143,21 @@ def method_seeds(bench: BenchmarkConfig, label: str) -> list[int]:
     """The seeds of one method: its own ``seeds`` entry, else the benchmark's."""
     spec = bench.methods[label]
     return list(spec["seeds"]) if isinstance(spec, dict) and spec.get("seeds") else bench.seeds
+
+
+def method_suites(bench: BenchmarkConfig, label: str) -> list[str]:
+    """The suites run on one method's cells: its own ``suites`` entry (a subset of the benchmark's, e.g. only
+    what its claim reads, to save evaluation time), else the benchmark's."""
+    spec = bench.methods[label]
+    own = spec.get("suites") if isinstance(spec, dict) else None
+    if own is None:
+        return list(bench.suites)
+    if not isinstance(own, list) or not own or not set(own) <= set(bench.suites):
+        raise ConfigError(
+            f"methods.{label}.suites must be a non-empty list of the benchmark's suites "
+            f"({', '.join(bench.suites)}), got {own!r}"
+        )
+    return list(own)
 
 
 def init_source(bench: BenchmarkConfig, label: str) -> str | None:
@@ -212,11 +229,11 @@ def _method_spec(bench: BenchmarkConfig, label: str) -> tuple[str, dict]:
     if isinstance(spec, str):
         return spec, {}
     if isinstance(spec, dict) and isinstance(spec.get("config"), str):
-        unknown = set(spec) - {"config", "overrides", "seeds", "init_from", "phase"}
+        unknown = set(spec) - {"config", "overrides", "seeds", "init_from", "phase", "suites"}
         if unknown:
             raise ConfigError(
                 f"methods.{label}: unknown key(s) {', '.join(sorted(unknown))}; "
-                "valid: config, overrides, seeds, init_from, phase"
+                "valid: config, overrides, seeds, init_from, phase, suites"
             )
         return spec["config"], dict(spec.get("overrides") or {})
     raise ConfigError(f"methods.{label} must be a preset path or {{config: PATH, overrides: {{...}}}}, got {spec!r}")

@@ -20,7 +20,7 @@ from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths
 from probcl.core.metrics_file import read_metrics
 from probcl.eval.ood import PROBE_OUTPUTS
-from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source, method_seeds
+from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source, method_seeds, method_suites
 
 CELL_FILE = "cell.json"  # a cell's training record: its config, time, and error if it failed
 
@@ -136,11 +136,11 @@ def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
 PUBLISHED_FILES = ("config.yaml", "eval.json", "metrics.jsonl", PROBE_OUTPUTS, CELL_FILE)
 
 
-def cell_complete(bench: BenchmarkConfig, run_dir: Path) -> bool:
-    """Trained without error and every suite of the benchmark in its eval.json."""
+def cell_complete(bench: BenchmarkConfig, cell: Cell, run_dir: Path) -> bool:
+    """Trained without error and every suite of the cell's method in its eval.json."""
     record = read_json(run_dir / CELL_FILE)
     done = read_json(RunPaths(run_dir).eval, {})
-    return record is not None and not record.get("error") and all(s in done for s in bench.suites)
+    return record is not None and not record.get("error") and all(s in done for s in method_suites(bench, cell.method))
 
 
 def _copy_files(source: Path, dest: Path) -> None:
@@ -165,7 +165,7 @@ def restore_published(
         return
 
     def published_complete(cell: Cell) -> bool:
-        return cell_complete(bench, Path(bench.publish or "") / "cells" / cell.name)
+        return cell_complete(bench, cell, Path(bench.publish or "") / "cells" / cell.name)
 
     for cell in cells:
         source, dest = Path(bench.publish) / "cells" / cell.name, root / "cells" / cell.name
@@ -173,7 +173,7 @@ def restore_published(
         if not all(published_complete(c) for c in dependents):
             continue  # a cell still to train starts from this one's checkpoint: train it again
         record = read_json(source / CELL_FILE)
-        if (dest / CELL_FILE).exists() or record is None or not cell_complete(bench, source):
+        if (dest / CELL_FILE).exists() or record is None or not cell_complete(bench, cell, source):
             continue
         if recipe(record["config"]) != recipe(to_plain(configs[cell].to_dict())):
             log(f"not restoring {cell.name}: {source} was trained with another config")
@@ -198,7 +198,7 @@ def rebuild_report(bench: BenchmarkConfig, out: str | Path | None = None, log: C
     if bench.publish:
         target = Path(bench.publish)
         for cell in cells:
-            if cell_complete(bench, root / "cells" / cell.name):
+            if cell_complete(bench, cell, root / "cells" / cell.name):
                 publish_cell(root, cell, target)
         published_cells = [c for c in grid(bench) if (target / "cells" / c.name / CELL_FILE).exists()]
         if not published_cells:

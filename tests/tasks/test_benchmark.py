@@ -92,11 +92,48 @@ def test_grid_runs_phase_by_phase_each_seed_by_seed(tmp_path):
         ({"methods": {"a": "fashion-mnist/simclr"}, "reference": "b"}, "reference"),
         ({"methods": {"a": "fashion-mnist/simclr"}, "suites": ["nope"]}, "unknown evaluation suite"),
         ({"methods": {"a": "fashion-mnist/simclr"}, "seedz": [1]}, "unknown config key"),
+        (
+            {"methods": {"a": {"config": "fashion-mnist/simclr", "suites": ["ood"]}}, "suites": ["linear"]},
+            r"methods.a.suites must be a non-empty list of the benchmark's suites \(linear\)",
+        ),
+        ({"methods": {"a": {"config": "fashion-mnist/simclr", "suites": []}}}, "methods.a.suites must be"),
     ],
 )
 def test_bad_benchmark_files(tmp_path, tree, message):
     with pytest.raises((ConfigError, ValueError), match=message):
         load_benchmark(write(tmp_path / "b.yaml", tree))
+
+
+def test_a_method_with_its_own_suites_runs_only_those_and_counts_as_complete(tmp_path):
+    out = tmp_path / "bench"
+    bench_file = write(
+        tmp_path / "tiny.yaml",
+        {
+            "out": str(out),
+            "publish": str(tmp_path / "published"),
+            "methods": {
+                "simclr": "fashion-mnist/simclr",
+                "simclr-b16": {
+                    "config": "fashion-mnist/simclr",
+                    "suites": ["linear"],
+                    "overrides": {"train.batch_size": 16},
+                },
+            },
+            "overrides": TINY,
+            "suites": ["linear", "knn"],
+            "eval": {"max_train": 200},
+        },
+    )
+    assert main(["benchmark", "--config", bench_file]) == 0
+    assert set(read_json(out / "cells/simclr-s0/eval.json")) == {"linear", "knn"}
+    assert set(read_json(out / "cells/simclr-b16-s0/eval.json")) == {"linear"}
+    published = read_json(tmp_path / "published/results.json")  # complete with its own suites: published
+    assert [c["name"] for c in published["cells"]] == ["simclr-s0", "simclr-b16-s0"]
+    assert "knn/top1" not in published["cells"][1]["metrics"] and "linear/top1" in published["cells"][1]["metrics"]
+    bench, base_dir = load_benchmark(bench_file)
+    log: list[str] = []
+    run_benchmark(bench, base_dir, log=log.append)
+    assert not any(line.startswith("evaluated") for line in log)  # knn is not missing from simclr-b16
 
 
 def test_tiny_benchmark_writes_reports_and_resumes(tmp_path):
