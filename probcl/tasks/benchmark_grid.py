@@ -72,9 +72,7 @@ class BenchmarkConfig:
     training_metrics: list[str] = field(default_factory=list)
     headline: dict = field(default_factory=lambda: dict(DEFAULT_HEADLINE))  # column title -> "suite/metric"
     controls: dict[str, Control] = field(default_factory=dict)  # extra cells read against the ones they vary
-    # label -> benchmark config: the same claims at other budgets (this one's included), read from each config's
-    # published results and shown side by side in the report (probcl.report.budgets)
-    budgets: dict[str, str] = field(default_factory=dict)
+    budgets: dict[str, str] = field(default_factory=dict)  # label -> benchmark config: verdicts at each, side by side
     eval: BenchmarkEval = field(default_factory=BenchmarkEval)
 
 
@@ -131,7 +129,7 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
             )
     for label, name in bench.budgets.items():
         try:
-            preset_path(name, Path(path).parent)
+            resolve_config_path(name)
         except ConfigError as e:
             raise ConfigError(f"{path}: budgets.{label}: {e}") from None
     check_controls(bench.controls, bench.methods, str(path))
