@@ -215,7 +215,8 @@ def config_reference() -> str:
     parts += [
         "## Benchmark files",
         "",
-        "The keys of a `probcl benchmark` YAML file ([Benchmarks and studies](../how-to/benchmark.md)).",
+        "The keys of a `probcl benchmark` YAML file ([Benchmarks and studies](../how-to/benchmark.md)); a file may"
+        " also start from another with `extends:` ([how](../how-to/benchmark.md#one-study-another-budget-extends)).",
         "",
         options_table(BenchmarkConfig, ""),
         "",

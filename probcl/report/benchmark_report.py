@@ -15,7 +15,8 @@ from probcl.core.layout import RunPaths
 from probcl.core.metrics_file import epoch_curve
 from probcl.errors import ConfigError
 from probcl.report import plots
-from probcl.report.claim_stats import BEYOND, ClaimResult, ComparisonResult
+from probcl.report.budgets import Budget, budgets_markdown, budgets_section
+from probcl.report.claim_stats import BEYOND, ClaimResult
 from probcl.report.claims import evaluate_claims
 from probcl.report.controls import controls_table
 from probcl.report.document import Document
@@ -44,12 +45,6 @@ def headline_table(doc: Document, results: dict, headline: dict[str, str]) -> No
     )
 
 
-def _difference(c: ComparisonResult) -> str:
-    """``label: mean [low, high] unit`` of one comparison (its mean only with one seed)."""
-    interval = f" [{c.interval[0]:+.3g}, {c.interval[1]:+.3g}]" if c.interval else ""
-    return f"{c.label}: {c.mean:+.3g}{interval} {c.unit}"
-
-
 def verdict_table(doc: Document, verdicts: list[ClaimResult]) -> None:
     """One row per claim: its verdict, the comparison that decides it (the weakest of the paper-kind ones) with its
     reason, and the stress-set comparisons beyond the paper (findings that never decide the verdict)."""
@@ -59,7 +54,7 @@ def verdict_table(doc: Document, verdicts: list[ClaimResult]) -> None:
         if decisive is None or decisive.mean is None:
             evidence, why = "—", "no seed has every cell this claim needs yet."
         else:
-            evidence, why = _difference(decisive), decisive.reason()
+            evidence, why = decisive.describe(), decisive.reason()
         beyond = "; ".join(
             f"{c.label.rsplit(', ', 1)[-1]}: {c.verdict}" for c in r.beyond_the_paper if c.mean is not None
         )
@@ -76,21 +71,32 @@ def verdict_table(doc: Document, verdicts: list[ClaimResult]) -> None:
     )
 
 
-def study_summary_markdown(results: dict) -> str:
+def _one_of_the_budgets(results: dict, budgets: list[Budget]) -> bool:
+    """Whether ``results`` are one budget's: then the budget table gives their verdicts."""
+    return any(b.results == results for b in budgets)
+
+
+def study_summary_markdown(results: dict, budgets: list[Budget] | None = None) -> str:
     """The headline table and the claims' verdicts of a benchmark's results.json content, as a Markdown block
-    (what the README shows of the study; ``scripts/readme_study.py`` pastes it in)."""
+    (what the docs' study page shows; ``scripts/readme_study.py`` pastes it in), then the verdicts at each of
+    ``budgets`` side by side (the verdict table only when ``results`` are not one budget's)."""
     doc = Document(results["title"])
     headline_table(doc, results, results["config"]["headline"])
-    if results["config"].get("claims"):
+    if results["config"].get("claims") and not _one_of_the_budgets(results, budgets or []):
         verdict_table(doc, evaluate_claims(results))
+    if budgets:
+        budgets_markdown(doc, budgets)
     if results["config"].get("controls"):
         controls_table(doc, results, _metric_names(results))
     return doc.to_markdown(Path("."), title=False)
 
 
-def study_short_markdown(results: dict, groups: list[str], columns: list[str]) -> str:
+def study_short_markdown(
+    results: dict, groups: list[str], columns: list[str], budgets: list[Budget] | None = None
+) -> str:
     """A short view of a study (the README's): the headline ``columns`` (their titles) of the ``groups`` (methods)
-    named, then one row per claim with its verdict and the comparison that decides it."""
+    named, then one row per claim with its verdict and the comparison that decides it (only when ``results`` are
+    not one of the ``budgets``'), then each claim's verdicts at the ``budgets`` side by side."""
     unknown = [g for g in groups if g not in results["groups"]] + [
         c for c in columns if c not in results["config"]["headline"]
     ]
@@ -99,16 +105,18 @@ def study_short_markdown(results: dict, groups: list[str], columns: list[str]) -
     doc = Document(results["title"])
     headline = {title: results["config"]["headline"][title] for title in columns}
     headline_table(doc, {**results, "groups": {g: results["groups"][g] for g in groups}}, headline)
-    if results["config"].get("claims"):
+    if results["config"].get("claims") and not _one_of_the_budgets(results, budgets or []):
         rows = [
             [
                 f"{r.claim.paper}: {r.claim.statement}",
                 f"**{r.verdict}**",
-                _difference(r.deciding) if r.deciding and r.deciding.mean is not None else "—",
+                r.deciding.describe() if r.deciding and r.deciding.mean is not None else "—",
             ]
             for r in evaluate_claims(results)
         ]
         doc.table(["claim", "verdict", "deciding comparison: mean difference [95 % interval]"], rows)
+    if budgets:
+        budgets_markdown(doc, budgets)
     return doc.to_markdown(Path("."), title=False)
 
 
@@ -242,8 +250,11 @@ def _mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]
     return [(e, statistics.fmean(dict(c)[e] for c in curves)) for e in epochs]
 
 
-def write_report(results: dict, root: Path, headline: dict[str, str]) -> tuple[Path, Path]:
-    """Build the document and write ``root/report.md`` (figures under ``root/plots``) and ``root/report.html``."""
+def write_report(
+    results: dict, root: Path, headline: dict[str, str], budgets: list[Budget] | None = None
+) -> tuple[Path, Path]:
+    """Build the document and write ``root/report.md`` (figures under ``root/plots``) and ``root/report.html``;
+    with two or more ``budgets`` (this study's among them), a section of each claim's verdicts at each."""
     doc = Document(results["title"])
     hw = results["hardware"]
     if results["description"]:
@@ -274,6 +285,9 @@ def write_report(results: dict, root: Path, headline: dict[str, str]) -> tuple[P
     if results["config"].get("claims"):
         doc.heading("Claims")
         claims_section(doc, results)
+    if budgets and len(budgets) > 1:
+        doc.heading("Budgets")
+        budgets_section(doc, budgets, root / "plots")
     if results["config"].get("controls"):
         doc.heading("Controls")
         doc.paragraph(CONTROLS_PARAGRAPH)

@@ -69,6 +69,12 @@ class ComparisonResult:
     shown: tuple[tuple[str, str], ...] = ()
     evidence: str = PAPER
 
+    def describe(self) -> str:
+        """``label: mean [low, high] unit`` (the mean only with one seed)."""
+        interval = f" [{self.interval[0]:+.3g}, {self.interval[1]:+.3g}]" if self.interval else ""
+        mean = "—" if self.mean is None else f"{self.mean:+.3g}"
+        return f"{self.label}: {mean}{interval} {self.unit}"
+
     def reason(self) -> str:
         """One sentence on why the verdict is what it is."""
         if self.verdict == "missing":

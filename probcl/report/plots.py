@@ -160,6 +160,47 @@ def panels(
     return save_figure(fig, path)
 
 
+Interval = tuple[str, float | None, tuple[float, float] | None]  # (row label, mean or None, 95 % interval or None)
+
+
+def interval_panels(
+    grid: Sequence[tuple[str, str, Sequence[Interval], Sequence[float]]],
+    path: str | Path,
+    title: str = "",
+    columns: int = 2,
+) -> Path:
+    """Small multiples of means with intervals: one panel per ``(title, x label, rows, guides)``, a row per
+    ``(label, mean, (low, high))`` drawn as a dot with a horizontal error bar (a dot alone without an interval,
+    nothing without a mean), each panel on its own x scale with dashed vertical ``guides`` (e.g. 0)."""
+    import textwrap
+
+    if not grid:
+        raise ConfigError("no panel to plot")
+    cols = min(columns, len(grid))
+    rows = -(-len(grid) // cols)
+    fig = Figure(figsize=(6.0 * cols, 2.3 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    for ax, (name, xlabel, intervals, guides) in zip(axes, grid):
+        for y, (_, mean, interval) in enumerate(intervals):
+            if mean is None:
+                continue
+            low, high = interval or (mean, mean)
+            ax.errorbar([mean], [y], xerr=[[mean - low], [high - mean]], fmt="o", ms=5, capsize=4, color=f"C{y}")
+        for x in guides:
+            ax.axvline(x, color="#555555", ls="--", lw=0.8)
+        ax.set_yticks(range(len(intervals)), [label for label, _, _ in intervals], fontsize=8)
+        ax.set_ylim(-0.6, len(intervals) - 0.4)
+        ax.invert_yaxis()
+        ax.set_title("\n".join(textwrap.wrap(name, 70)), fontsize=8)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+    for ax in axes[len(grid) :]:
+        ax.set_visible(False)
+    if title:
+        fig.suptitle(title)
+    return save_figure(fig, path)
+
+
 def embedding_scatter(
     points: Sequence[Sequence[float]],
     labels: Sequence[int],

@@ -3,7 +3,8 @@ its cells in the order they run, and each cell's pretraining config.
 
 A cell's config is the base preset, then the method's preset (its ``method``/``method_args`` win),
 then the benchmark's ``overrides`` (the shared budget), then the method's own overrides, then the
-cell's seed, batch size and run directory ``OUT/cells/<method>-s<seed>[-b<batch>]``.
+cell's seed, batch size and run directory ``OUT/cells/<method>-s<seed>[-b<batch>]``. A benchmark file may
+``extends`` another one (:mod:`probcl.tasks.benchmark_extends`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
-
 from probcl.config import AtLeast, Config, ConfigError, from_dict
 from probcl.report.claims import parse_claims
 from probcl.report.controls import Control, check_controls
+from probcl.tasks.benchmark_extends import preset_path, read_tree, resolve_extends
 
 DEFAULT_HEADLINE = {
     "linear top-1 %": "linear/top1",
@@ -72,6 +72,7 @@ class BenchmarkConfig:
     training_metrics: list[str] = field(default_factory=list)
     headline: dict = field(default_factory=lambda: dict(DEFAULT_HEADLINE))  # column title -> "suite/metric"
     controls: dict[str, Control] = field(default_factory=dict)  # extra cells read against the ones they vary
+    budgets: dict[str, str] = field(default_factory=dict)  # label -> benchmark config: verdicts at each, side by side
     eval: BenchmarkEval = field(default_factory=BenchmarkEval)
 
 
@@ -101,10 +102,7 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
     resolved = resolve_config_path(str(path))
     assert resolved is not None  # a name was given
     path = resolved
-    try:
-        tree = yaml.safe_load(Path(path).read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"benchmark file {path} is not valid YAML: {e}") from None
+    tree = resolve_extends(read_tree(path, "benchmark file"), Path(path))  # `extends`: benchmark_extends
     bench = from_dict(BenchmarkConfig, tree, "benchmark")
     if not bench.methods:
         raise ConfigError(f"{path}: `methods` is empty; give at least one `label: preset` entry")
@@ -129,6 +127,11 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
                 f"{path}: seed_ensembles entry {label!r} must be one of the methods, with two or more seeds, "
                 "and the ood suite must run"
             )
+    for label, name in bench.budgets.items():
+        try:
+            resolve_config_path(name)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: budgets.{label}: {e}") from None
     check_controls(bench.controls, bench.methods, str(path))
     parse_claims(bench.claims, f"{path}: claims")  # a malformed claim fails here, before any work
     if bench.suites == ["all"]:
@@ -197,15 +200,7 @@ def grid(bench: BenchmarkConfig) -> list[Cell]:
 
 
 def _preset_tree(name: str, base_dir: Path) -> dict:
-    from probcl.core.presets import resolve_config_path
-
-    local = base_dir / name
-    path = local if local.is_file() else resolve_config_path(name)
-    assert path is not None  # a name was given
-    try:
-        return yaml.safe_load(Path(path).read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"preset {path} is not valid YAML: {e}") from None
+    return read_tree(preset_path(name, base_dir), "preset")
 
 
 def merge_into(tree: dict, updates: dict) -> dict:

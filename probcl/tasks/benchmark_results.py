@@ -186,6 +186,7 @@ def restore_published(
 def rebuild_report(bench: BenchmarkConfig, out: str | Path | None = None, log: Callable[[str], None] = print) -> Path:
     """Write results.json, report.md and report.html from the cells present under the output folder."""
     from probcl.report.benchmark_report import write_report
+    from probcl.tasks.benchmark_budgets import load_budgets
 
     root = Path(out or bench.out)
     cells = [c for c in grid(bench) if (root / "cells" / c.name / CELL_FILE).exists()]
@@ -193,7 +194,7 @@ def rebuild_report(bench: BenchmarkConfig, out: str | Path | None = None, log: C
         raise ConfigError(f"no trained cell under {root / 'cells'}; run `probcl benchmark` without --report-only first")
     results = collect(bench, cells, root)
     atomic_write_json(root / "results.json", results)
-    md, html_path = write_report(results, root, bench.headline)
+    md, html_path = write_report(results, root, bench.headline, load_budgets(bench, results))
     log(f"results in {root / 'results.json'}, report in {md} and {html_path}")
     if bench.publish:
         target = Path(bench.publish)
@@ -206,6 +207,6 @@ def rebuild_report(bench: BenchmarkConfig, out: str | Path | None = None, log: C
         published = collect(bench, published_cells, target)
         published["created"] = results["created"]
         atomic_write_json(target / "results.json", published)
-        write_report(published, target, bench.headline)
+        write_report(published, target, bench.headline, load_budgets(bench, published))
         log(f"published to {target}")
     return root

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from probcl.core.io import read_json
 from probcl.report.benchmark_report import verdict_table
 from probcl.report.claim_stats import ClaimResult, judge
 from probcl.report.document import Document
@@ -57,3 +58,88 @@ def test_verdict_table_shows_the_weakest_comparison_and_its_reason():
     row = doc.to_markdown(Path("."), title=False).splitlines()[2]
     # VEM-SVGD - SimCLR: -2, -2.5, -1.6 -> mean -2.03; a hand-checked sign and the reason's wording
     assert "**contradicted**" in row and "VEM-SVGD - SimCLR, linear top-1: -2.03 [" in row and "lies below 0" in row
+
+
+FIXTURES = ROOT / "tests" / "report" / "fixtures" / "budgets"
+
+
+def _study(path: Path, publish: Path, **extra) -> Path:
+    """A two-method study config (the fixtures' claims) published to ``publish``."""
+    import yaml
+
+    tree = {
+        "methods": {"simclr": "fashion-mnist/simclr", "ebclr": "fashion-mnist/ebclr"},
+        "seeds": [0, 1, 2],
+        "publish": str(publish),
+        "claims": read_json(FIXTURES / "short" / "results.json")["config"]["claims"],
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(tree, sort_keys=False))
+    return path
+
+
+def test_the_script_shows_every_budget_from_hand_made_results(tmp_path):
+    """Short and long budgets from the fixtures (test_budgets.py computes their intervals by hand), a third budget
+    with no results.json: the README block is the headline of --results, then the verdicts at every budget (no
+    single-budget verdict table: --results are the short budget's)."""
+    longer = tmp_path / "docs" / "results" / "longer"
+    budgets = {"936 steps": str(tmp_path / "short.yaml"), "4,680 steps": str(tmp_path / "long.yaml"),
+               "9,360 steps": str(tmp_path / "longer.yaml")}  # fmt: skip
+    _study(tmp_path / "short.yaml", FIXTURES / "short", budgets=budgets)
+    _study(tmp_path / "long.yaml", FIXTURES / "long", extends="short.yaml", overrides={"train.epochs": 30})
+    _study(tmp_path / "longer.yaml", longer, extends="short.yaml", overrides={"train.epochs": 60})
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "study.md").write_text(f"# study\n\n{BEGIN}\n{END}\n")
+    (tmp_path / "README.md").write_text(f"# probcl\n\nintro\n\n{BEGIN}\nold\n{END}\n\nrest\n")
+    script = [sys.executable, str(ROOT / "scripts" / "readme_study.py"), "--root", str(tmp_path)]
+    script += ["--results", str(FIXTURES / "short" / "results.json"), "--study", str(tmp_path / "short.yaml")]
+    script += ["--methods", "simclr,ebclr", "--columns", "linear top-1 %,kNN top-1 %"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(script, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = f"""# probcl
+
+intro
+
+{BEGIN}
+| method | seeds | linear top-1 % | kNN top-1 % |
+|---|---:|---:|---:|
+| simclr | 3 | 80.00 ± 0.00 | 70.00 ± 0.00 |
+| ebclr | 3 | 82.00 ± 1.00 | 67.00 ± 1.00 |
+
+The same claims at each budget (936 steps: {FIXTURES / "short"} (6 of 6 cells); 4,680 steps: {FIXTURES / "long"} \
+(6 of 6 cells); 9,360 steps: {longer} (not run yet: 0 of 6 cells)), each judged on that budget's own cells. *Moved \
+with budget* compares the verdicts of the budgets that have one; a budget still running gives a verdict from the \
+seeds it has.
+
+| claim | verdict at 936 steps (6 of 6 cells) | verdict at 4,680 steps (6 of 6 cells) | verdict at 9,360 steps \
+(not run yet: 0 of 6 cells) | deciding comparison at 936 steps: mean difference [95 % interval] | deciding \
+comparison at 4,680 steps: mean difference [95 % interval] | deciding comparison at 9,360 steps: mean difference \
+[95 % interval] | moved with budget |
+|---|---:|---:|---:|---:|---:|---:|---:|
+| EBCLR: Higher linear accuracy than SimCLR. | **inconclusive at this budget** | **reproduced** | not run yet | \
+EBCLR - SimCLR, linear top-1: +2 [-0.484, +4.48] points | EBCLR - SimCLR, linear top-1: +4 [+1.52, +6.48] points \
+| — | yes: inconclusive at this budget → reproduced |
+| EBCLR: Higher kNN accuracy than SimCLR. | **contradicted** | **contradicted** | not run yet | EBCLR - SimCLR, \
+kNN top-1: -3 [-5.48, -0.516] points | EBCLR - SimCLR, kNN top-1: -5 [-7.48, -2.52] points | — | no |
+{END}
+
+rest
+"""
+    assert (tmp_path / "README.md").read_text() == expected
+    done = subprocess.run([*script, "--check"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and "match" in done.stdout
+
+
+def test_budgets_are_read_from_each_config_and_the_reported_results_stand_for_their_own(tmp_path):
+    from probcl.tasks.benchmark_budgets import load_budgets
+    from probcl.tasks.benchmark_grid import load_benchmark
+
+    budgets = {"short": str(tmp_path / "short.yaml"), "later": str(tmp_path / "later.yaml")}
+    short = _study(tmp_path / "short.yaml", FIXTURES / "short", budgets=budgets)
+    _study(tmp_path / "later.yaml", tmp_path / "nowhere", extends="short.yaml", methods={"byol": "fashion-mnist/byol"})
+    current = {**read_json(FIXTURES / "short" / "results.json"), "cells": []}
+    mine, later = load_budgets(load_benchmark(short)[0], current=current)
+    assert mine.results is current and (mine.planned, mine.groups) == (6, frozenset({"simclr", "ebclr"}))
+    assert later.results is None and later.planned == 9 and later.status == "not run yet: 0 of 9 cells"
+    assert later.source == str(tmp_path / "nowhere") and set(later.claims) == {"ebclr-linear", "ebclr-knn"}

@@ -1,0 +1,153 @@
+"""A study's claims at several budgets side by side (a benchmark config's ``budgets:``, e.g. the study at 936 and at
+4,680 optimiser steps): per claim, the verdict at each budget, the comparison that decides it with its 95 % interval,
+and whether the verdict moved with budget; and the "verdict vs budget" figure of those intervals.
+
+A :class:`Budget` is one benchmark config's results (its published ``results.json``; ``None`` before its first cell)
+and its plan (the cells and groups of its grid), so that a budget that has not run, or has run in part, shows as
+such. Each budget's verdicts are :mod:`probcl.report.claim_stats`'s on its own results, exactly as its own report
+gives them; nothing here judges a claim.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from probcl.report import plots
+from probcl.report.claim_stats import PAPER, VERDICT_ORDER, Claim, ClaimResult, judge_claims
+from probcl.report.claims import parse_claims
+from probcl.report.document import Document
+
+NOT_RUN, NO_DATA, NOT_PLANNED = "not run yet", "no data yet", "not in this budget"  # a budget without a verdict
+FIGURE = "verdict-vs-budget.png"
+
+
+@dataclass(frozen=True, eq=False)
+class Budget:
+    """One budget of a study: its label, its results.json content (None before any cell), and its plan."""
+
+    label: str  # e.g. "936 steps"
+    results: dict | None
+    planned: int  # cells its config plans
+    groups: frozenset[str] = frozenset()  # the groups (methods) its config plans; empty: unknown
+    claims: dict = field(default_factory=dict)  # its config's claims, as data (judged when results lack them)
+    source: str = ""  # where its results are published
+
+    @property
+    def done(self) -> int:
+        """Cells that trained without error."""
+        return sum(not c["error"] for c in (self.results or {}).get("cells", []))
+
+    @property
+    def status(self) -> str:
+        """``not run yet: 0 of 36 cells`` or ``2 of 59 cells``."""
+        return f"{NOT_RUN}: 0 of {self.planned} cells" if not self.done else f"{self.done} of {self.planned} cells"
+
+    def judged(self) -> dict[str, ClaimResult]:
+        """Each claim's result at this budget (its results' claims, else its config's; missing ones included)."""
+        claims = (self.results or {}).get("config", {}).get("claims") or self.claims
+        return {r.name: r for r in judge_claims(self.results or {"cells": []}, parse_claims(claims))}
+
+    def plans(self, claim: Claim) -> bool:
+        """Whether this budget plans every group of at least one of the claim's paper-kind comparisons."""
+        needs = [{group for group, _ in c.shown} for c in claim.comparisons if c.evidence == PAPER]
+        return not self.groups or any(groups <= self.groups for groups in needs)
+
+
+def claims_by_budget(budgets: list[Budget]) -> list[tuple[Claim, list[ClaimResult | None]]]:
+    """Every claim of any budget, in order, with its result at each budget (None where a budget lacks it)."""
+    judged = [b.judged() for b in budgets]
+    names = list(dict.fromkeys(name for results in judged for name in results))
+    return [
+        (next(r[name].claim for r in judged if name in r), [results.get(name) for results in judged]) for name in names
+    ]
+
+
+def shown_verdict(budget: Budget, result: ClaimResult | None) -> str:
+    """The claim's verdict at ``budget``, or why there is none: not in this budget, not run yet, no data yet."""
+    if result is None or not budget.plans(result.claim):
+        return NOT_PLANNED
+    if result.verdict != "missing":
+        return result.verdict
+    return NOT_RUN if not budget.done else NO_DATA
+
+
+def moved(verdicts: list[str]) -> str:
+    """``no``, ``yes: A → B``, or ``—`` while fewer than two budgets have a verdict."""
+    judged = [v for v in verdicts if v in VERDICT_ORDER]
+    if len(judged) < 2:
+        return "—"
+    return "no" if len(set(judged)) == 1 else "yes: " + " → ".join(judged)
+
+
+def budget_table(doc: Document, budgets: list[Budget]) -> None:
+    """One row per claim: its verdict at each budget, the comparison deciding it at each, and whether it moved."""
+    rows = []
+    for claim, results in claims_by_budget(budgets):
+        verdicts = [shown_verdict(b, r) for b, r in zip(budgets, results)]
+        deciding = [r.deciding.describe() if r is not None and r.deciding else "—" for r in results]
+        shown = [f"**{v}**" if v in VERDICT_ORDER else v for v in verdicts]
+        rows.append([f"{claim.paper}: {claim.statement}", *shown, *deciding, moved(verdicts)])
+    doc.table(
+        [
+            "claim",
+            *(f"verdict at {b.label} ({b.status})" for b in budgets),
+            *(f"deciding comparison at {b.label}: mean difference [95 % interval]" for b in budgets),
+            "moved with budget",
+        ],
+        rows,
+    )
+
+
+def budgets_paragraph(budgets: list[Budget]) -> str:
+    """What the budget table shows and where each budget's results come from."""
+    sources = "; ".join(f"{b.label}: {b.source or 'results'} ({b.status})" for b in budgets)
+    return (
+        f"The same claims at each budget ({sources}), each judged on that budget's own cells. *Moved with budget* "
+        "compares the verdicts of the budgets that have one; a budget still running gives a verdict from the "
+        "seeds it has."
+    )
+
+
+def budgets_markdown(doc: Document, budgets: list[Budget]) -> None:
+    """The paragraph and the table (the README's and the docs' view)."""
+    doc.paragraph(budgets_paragraph(budgets))
+    budget_table(doc, budgets)
+
+
+def _panel(claim: Claim, budgets: list[Budget], results: list[ClaimResult | None]) -> tuple | None:
+    """One claim's panel of :func:`probcl.report.plots.interval_panels`, None when no budget has a mean."""
+    rows, guides, labels = [], {0.0}, []
+    for budget, result in zip(budgets, results):
+        deciding = result.deciding if result is not None else None
+        mean, interval = (deciding.mean, deciding.interval) if deciding else (None, None)
+        rows.append((f"{budget.label}\n{shown_verdict(budget, result)}", mean, interval))
+        if deciding:
+            guides.add(-deciding.margin)
+            labels.append(f"{deciding.label} ({deciding.unit})")
+    if not labels:
+        return None
+    xlabel = "\n".join(textwrap.wrap(" / ".join(dict.fromkeys(labels)), 70))
+    return f"{claim.paper}: {claim.statement}", xlabel, rows, sorted(guides)
+
+
+def budget_figure(budgets: list[Budget], path: Path) -> Path | None:
+    """The "verdict vs budget" figure: per claim, the deciding mean difference and its 95 % interval at each
+    budget (dashed: 0 and the "no worse than" margin); None when no budget has a verdict yet."""
+    panels = [p for claim, results in claims_by_budget(budgets) if (p := _panel(claim, budgets, results))]
+    if not panels:
+        return None
+    return plots.interval_panels(panels, path, "verdict vs budget: deciding mean difference, 95 % interval")
+
+
+def budgets_section(doc: Document, budgets: list[Budget], plot_dir: Path) -> None:
+    """The report's section: paragraph, table and figure."""
+    budgets_markdown(doc, budgets)
+    path = budget_figure(budgets, plot_dir / FIGURE)
+    if path is not None:
+        doc.figure(
+            path,
+            "Verdict vs budget: each claim's deciding mean difference (positive supports the claim) with its 95 % "
+            "interval at each budget (a dot alone: one seed)",
+        )
