@@ -1,9 +1,17 @@
 """Linear probe: multinomial logistic regression on standardized frozen features.
 
-Fitted full-batch with L-BFGS (the classic protocol of scikit-learn's
-LogisticRegression), with the L2 strength chosen on a held-out 10% of the training
-features, then refitted on all of them. The grid runs from strong to weak regularisation,
-each fit warm-started from the previous solution, which keeps the sweep cheap.
+The problem is scikit-learn's LogisticRegression on standardized features (mean cross-entropy + l2/2 ||W||^2,
+bias unpenalised), fitted full-batch, with the L2 strength chosen on a held-out 10% of the training features,
+then refitted on all of them. The grid runs from strong to weak regularisation, each fit warm-started from the
+previous solution.
+
+The solver is L-BFGS (strong Wolfe line search) in preconditioned coordinates V = W P^-1, with
+P = (C/2 + l2 I)^(-1/2) and C the features' correlation matrix: I_K (x) (C/2 + l2 I) bounds the objective's
+Hessian in W from above (Boehning's bound on the multinomial log-likelihood's curvature, 1992), so in V the
+curvature is at most 1 in every direction and the ill-conditioning of correlated features is gone. The change
+of variables is a bijection: the optimum is the same convex problem's. On 60,000 FMNIST features of 512
+dimensions, 100 preconditioned iterations reach a smaller gap to the optimum than 300 plain ones did
+(``benchmarks/evaluate_speed.py`` measures both against a tight float64 fit).
 """
 
 from __future__ import annotations
@@ -17,6 +25,9 @@ import torch.nn.functional as F
 from probcl.eval.knn import topk_accuracy
 
 DEFAULT_L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3)
+GRID_ITERATIONS = 100  # L-BFGS iterations of each grid fit (the selection on held-out features)
+FINAL_ITERATIONS = 300  # of the refit on all training features at the selected strength
+MAX_PRECONDITIONED_DIM = 4096  # wider features: the d x d preconditioner would cost more than it saves
 
 
 @dataclass
@@ -32,43 +43,82 @@ class LinearProbe:
         return ((features.float() - self.mean) / self.std) @ self.weight.T + self.bias
 
 
+@dataclass(frozen=True)
+class ProbeProblem:
+    """Standardized training features and the spectrum of their correlation matrix C = x^T x / n (float64
+    eigendecomposition, computed once and shared by every L2 strength fitted on these features)."""
+
+    x: torch.Tensor
+    labels: torch.Tensor
+    mean: torch.Tensor
+    std: torch.Tensor
+    eigenvalues: torch.Tensor | None  # None: features too wide to precondition (plain standardized L-BFGS)
+    eigenvectors: torch.Tensor | None
+
+    @classmethod
+    def of(cls, features: torch.Tensor, labels: torch.Tensor, precondition: bool = True) -> ProbeProblem:
+        """The problem of ``features``; ``precondition=False`` (or features wider than
+        :data:`MAX_PRECONDITIONED_DIM`): plain L-BFGS on the standardized features. Computes in float32, or in
+        float64 for float64 features (a tight reference fit)."""
+        x = features.to(torch.promote_types(features.dtype, torch.float32))
+        mean, std = x.mean(0), x.std(0).clamp_min(1e-6)
+        x = (x - mean) / std
+        if not precondition or x.shape[1] > MAX_PRECONDITIONED_DIM:
+            return cls(x, labels, mean, std, None, None)
+        eigenvalues, eigenvectors = torch.linalg.eigh((x.T @ x).double() / len(x))
+        return cls(x, labels, mean, std, eigenvalues.clamp_min(0), eigenvectors)
+
+    def preconditioner(self, l2: float, power: float) -> torch.Tensor | None:
+        """(C/2 + l2 I)^power (power -1/2: P; +1/2: P^-1), or None without a spectrum."""
+        if self.eigenvalues is None or self.eigenvectors is None:
+            return None
+        u = self.eigenvectors
+        return ((u * (self.eigenvalues / 2 + l2).pow(power)) @ u.T).to(self.x.dtype)
+
+    def objective(self, weight: torch.Tensor, bias: torch.Tensor, l2: float) -> torch.Tensor:
+        """Mean cross-entropy + l2/2 ||W||^2 (the problem every solver here minimises)."""
+        return F.cross_entropy(self.x @ weight.T + bias, self.labels) + 0.5 * l2 * (weight**2).sum()
+
+    def fit(self, num_classes: int, l2: float, max_iter: int, init: LinearProbe | None = None) -> LinearProbe:
+        """Minimise :meth:`objective` with preconditioned L-BFGS from ``init`` (or zeros)."""
+        p, p_inverse = self.preconditioner(l2, -0.5), self.preconditioner(l2, 0.5)
+        x = self.x if p is None else self.x @ p
+        zeros = torch.zeros(num_classes, x.shape[1], dtype=x.dtype)
+        weight = zeros if init is None else init.weight.to(x.dtype).clone()
+        v = (weight if p_inverse is None else weight @ p_inverse).requires_grad_(True)
+        bias = (zeros[:, 0] if init is None else init.bias.to(x.dtype)).clone().requires_grad_(True)
+        optimizer = torch.optim.LBFGS(
+            [v, bias],
+            lr=1.0,
+            max_iter=max_iter,
+            history_size=20,
+            tolerance_grad=1e-7,
+            tolerance_change=1e-10,
+            line_search_fn="strong_wolfe",
+        )
+
+        def closure():
+            optimizer.zero_grad()
+            w = v if p is None else v @ p
+            loss = F.cross_entropy(x @ v.T + bias, self.labels) + 0.5 * l2 * (w**2).sum()
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        weight = (v if p is None else v @ p).detach()
+        return LinearProbe(self.mean, self.std, weight, bias.detach())
+
+
 def fit_logistic_regression(
     features: torch.Tensor,
     labels: torch.Tensor,
     num_classes: int,
     l2: float,
-    max_iter: int = 300,
+    max_iter: int = FINAL_ITERATIONS,
     init: LinearProbe | None = None,
 ) -> LinearProbe:
-    """Minimise mean cross-entropy + l2/2 ||W||^2 with L-BFGS (strong Wolfe line search)."""
-    x = features.float()
-    mean, std = x.mean(0), x.std(0).clamp_min(1e-6)
-    x = (x - mean) / std
-    if init is None:
-        weight = torch.zeros(num_classes, x.shape[1])
-        bias = torch.zeros(num_classes)
-    else:
-        weight, bias = init.weight.clone(), init.bias.clone()
-    weight.requires_grad_(True)
-    bias.requires_grad_(True)
-    optimizer = torch.optim.LBFGS(
-        [weight, bias],
-        lr=1.0,
-        max_iter=max_iter,
-        history_size=20,
-        tolerance_grad=1e-6,
-        tolerance_change=1e-9,
-        line_search_fn="strong_wolfe",
-    )
-
-    def closure():
-        optimizer.zero_grad()
-        loss = F.cross_entropy(x @ weight.T + bias, labels) + 0.5 * l2 * (weight**2).sum()
-        loss.backward()
-        return loss
-
-    optimizer.step(closure)
-    return LinearProbe(mean, std, weight.detach(), bias.detach())
+    """Minimise mean cross-entropy + l2/2 ||W||^2 on standardized ``features`` (preconditioned L-BFGS)."""
+    return ProbeProblem.of(features, labels).fit(num_classes, l2, max_iter, init)
 
 
 def linear_probe(
@@ -79,26 +129,35 @@ def linear_probe(
     num_classes: int,
     l2_grid: tuple[float, ...] = DEFAULT_L2_GRID,
     seed: int = 0,
-    max_iter: int = 300,
+    max_iter: int = FINAL_ITERATIONS,
+    grid_iter: int = GRID_ITERATIONS,
+    precondition: bool = True,
 ) -> tuple[dict, LinearProbe]:
-    """Top-1/top-5 test accuracy (%) of a logistic-regression probe, and the fitted probe."""
+    """Top-1/top-5 test accuracy (%) of a logistic-regression probe, and the fitted probe (``max_iter``
+    L-BFGS iterations for the final fit, ``grid_iter`` for each fit of the L2 selection; ``precondition=False``
+    is the plain solver, kept for comparison)."""
     generator = torch.Generator().manual_seed(seed)
     perm = torch.randperm(len(train_features), generator=generator)
     n_val = max(num_classes, len(perm) // 10)
     val_idx, fit_idx = perm[:n_val], perm[n_val:]
+    selection = ProbeProblem.of(train_features[fit_idx], train_labels[fit_idx], precondition)
     val_acc, probes, probe = {}, {}, None
     for l2 in sorted(l2_grid, reverse=True):
-        probe = fit_logistic_regression(
-            train_features[fit_idx], train_labels[fit_idx], num_classes, l2, max_iter, probe
-        )
+        probe = selection.fit(num_classes, l2, grid_iter, probe)
         probes[l2] = probe
         val_acc[l2] = topk_accuracy(probe.logits(train_features[val_idx]), train_labels[val_idx], (1,))["top1"]
     best_l2 = max(l2_grid, key=lambda l2: (val_acc[l2], l2))
-    probe = fit_logistic_regression(train_features, train_labels, num_classes, best_l2, max_iter, probes[best_l2])
+    problem = ProbeProblem.of(train_features, train_labels, precondition)
+    probe = problem.fit(num_classes, best_l2, max_iter, probes[best_l2])
     result: dict[str, Any] = dict(topk_accuracy(probe.logits(test_features), test_labels))
     result["protocol"] = {
         "probe": "multinomial logistic regression, standardized features, L-BFGS full batch, warm-started grid",
+        "solver": "L-BFGS preconditioned by (C/2 + l2 I)^-1/2, C the features' correlation (Boehning's bound)"
+        if problem.eigenvalues is not None
+        else "L-BFGS on standardized features (too wide to precondition)",
         "max_iter": max_iter,
+        "grid_iter": grid_iter,
+        "objective": problem.objective(probe.weight, probe.bias, best_l2).item(),
         "l2": best_l2,
         "l2_grid": list(l2_grid),
         "l2_selected_on": "10% of the training features held out",

@@ -26,6 +26,7 @@ import torch
 from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, atomic_write_text, read_json
 from probcl.core.layout import RunPaths
+from probcl.core.precision import resolve_precision
 from probcl.errors import RunError
 from probcl.tasks.benchmark_grid import (
     BenchmarkConfig,
@@ -79,6 +80,7 @@ def train_cell(cfg: Config) -> tuple[dict, bool]:
     record.update(
         seconds=round(seconds, 2),
         epochs=cfg.train.epochs,
+        precision=resolve_precision(cfg.train.precision, cfg.train.accelerator).precision,
         timing="wall time of the pretraining call (data loading, training, per-epoch monitor)",
     )
     if start_epoch == 0:  # a resumed cell's wall time does not cover whole epochs

@@ -102,7 +102,11 @@ def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
                 "batch_size": record.get("config", {}).get("train", {}).get("batch_size"),
                 "run_dir": str(Path("cells") / cell.name),
                 "error": record.get("error"),
-                "train": {k: record.get(k) for k in ("seconds", "epochs", "seconds_per_epoch", "started_at_epoch")},
+                "train": {
+                    **{k: record.get(k) for k in ("seconds", "epochs", "seconds_per_epoch", "started_at_epoch")},
+                    # what the run trained in (cells from before this was recorded: the precision configured)
+                    "precision": record.get("precision") or record.get("config", {}).get("train", {}).get("precision"),
+                },
                 "metrics": metrics,
             }
         )
@@ -125,6 +129,8 @@ def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
         "description": bench.description,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "hardware": hardware(),
+        # the precisions the cells trained in: one, for results that compare cells (a study pins it)
+        "precisions": sorted({str(row["train"]["precision"]) for row in rows}),
         "config": to_plain(bench),
         "cells": rows,
         "groups": groups,

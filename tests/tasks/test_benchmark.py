@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 import yaml
 
 from probcl.cli import main
@@ -158,6 +159,15 @@ def test_tiny_benchmark_writes_reports_and_resumes(tmp_path):
     results = read_json(out / "results.json")
     assert [c["name"] for c in results["cells"]] == ["simclr-s0", "byol-s0"]
     assert set(results["groups"]) == {"simclr", "byol"}
+    # each cell's precision is the one its checkpoint records having trained in, and results.json lists them
+    trained_in = {
+        torch.load(out / c["run_dir"] / "checkpoints" / "last.ckpt", weights_only=False)["probcl_precision"][
+            "precision"
+        ]
+        for c in results["cells"]
+    }
+    assert {c["train"]["precision"] for c in results["cells"]} == trained_in
+    assert results["precisions"] == sorted(trained_in)
     for group in results["groups"].values():
         assert group["metrics"]["linear/top1"]["n"] == 1 and group["metrics"]["linear/top1"]["std"] is None
         assert "ood/sets.inverted.msp.auroc" in group["metrics"] and "train/seconds_per_epoch" in group["metrics"]

@@ -98,3 +98,17 @@ def test_summary_lines_name_every_fact():
         "  precision  32-true",
         "  device     cpu",
     ]
+
+
+def test_the_first_step_is_timed_once_per_process(tiny_config, capsys, monkeypatch):
+    """One line, after the first optimiser step of the process, with the clock's reading at that step (a fixed
+    reading stands in for the clock: the line reports it, not a wall time)."""
+    import re
+
+    import probcl.tasks.pretrain as pretrain_task
+
+    monkeypatch.setattr(pretrain_task, "seconds_since_process_start", lambda: 2.25)
+    pretrain_task.pretrain(tiny_config(**{"train.epochs": 2, "train.limit_train_batches": 2}))
+    lines = [line for line in capsys.readouterr().err.splitlines() if "first step" in line]
+    assert len(lines) == 1
+    assert re.fullmatch(r"probcl: first step began 2\.2 s after start and took [0-9]+\.[0-9]{2} s", lines[0])
