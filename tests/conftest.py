@@ -25,6 +25,9 @@ def tiny_overrides(run_dir, **extra) -> dict:
         "train.monitor_train_samples": 300,
         "train.monitor_test_samples": 200,
         "train.progress_bar": False,
+        # float32 on every machine (the default, auto, is bf16 where the CPU computes it natively): tests compare
+        # with float32 references; bf16 has its own tests (tests/methods/test_bf16.py, tests/runs/test_resume.py)
+        "train.precision": "32-true",
     }
     overrides.update(extra)
     return overrides

@@ -9,6 +9,7 @@ from pathlib import Path
 from probcl.commands._options import options_from_flags
 from probcl.config import ModelConfig
 from probcl.core.deprecation import RenamedFlag
+from probcl.core.precision_names import PRECISIONS
 from probcl.core.progress import print_table
 
 NAME = "evaluate"
@@ -69,6 +70,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--num-workers", type=int, help="image-decoding processes for folder datasets (default: 0)")
     p.add_argument("--device", help="auto (CUDA when present), cpu, cuda, cuda:1, ... (default: auto)")
+    p.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="precision of feature extraction (default: the run's train.precision, as it trained; auto for --weights)",
+    )
     p.add_argument("--data-root", help="data root (default: the run's data.root, $PROBCL_DATA)")
     p.add_argument(
         "--on-unreadable",

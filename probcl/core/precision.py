@@ -21,9 +21,8 @@ from pathlib import Path
 
 import torch
 
-AUTO = "auto"
-BF16 = "bf16-mixed"
-FP32 = "32-true"
+from probcl.core.precision_names import AUTO, BF16, FP32
+
 # CPU flags (as /proc/cpuinfo spells them) that mean native bf16 matrix instructions; amx_tile is what torch's
 # cpuinfo check reports for AMX, whose every implementation so far includes AMX-BF16.
 NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile", "bf16")

@@ -63,6 +63,7 @@ class ModelOnData:
     notes: list[str] = field(default_factory=list, init=False, repr=False)  # what the user is told at the end
     # policy for unreadable image files, and those met (each folder checked once, whatever the splits loaded)
     unreadable: UnreadableFiles = field(default_factory=lambda: UnreadableFiles("skip", ON_UNREADABLE_OPTION))
+    requested_precision: str | None = None  # None: the run's train.precision (auto for a foreign encoder)
     _cache: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -141,9 +142,10 @@ class ModelOnData:
 
     @cached_property
     def precision(self) -> PrecisionChoice:
-        """The precision features are extracted in: the run's ``train.precision`` on this device (``auto``: bf16
-        where the device computes it natively), as the model trained; ``auto`` for a foreign encoder."""
-        requested = self.model.cfg.train.precision if self.foreign is None else "auto"
+        """The precision features are extracted in: :attr:`requested_precision` when set, else the run's
+        ``train.precision`` on this device (``auto``: bf16 where the device computes it natively), as the model
+        trained; ``auto`` for a foreign encoder."""
+        requested = self.requested_precision or (self.model.cfg.train.precision if self.foreign is None else "auto")
         return resolve_precision(requested, self.torch_device)
 
     @property

@@ -15,6 +15,7 @@ from torch import nn
 from probcl.config import AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths, find_checkpoint
+from probcl.core.precision_names import PRECISIONS
 from probcl.core.run_lock import RunLock
 from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError, ProbclError
@@ -42,6 +43,8 @@ class EvaluateSettings:
     figures: bool = True  # draw the figures of the suites run into the output folder's plots/
     report: bool = True  # with figures: rewrite report.md and report.html
     on_unreadable: OnUnreadable = "skip"  # image files that cannot be read: skip (listed) or error (all named)
+    # the precision of feature extraction: None = the run's train.precision (auto for an encoder), or one of these
+    precision: Annotated[str | None, OneOf(PRECISIONS)] = None
 
     def context(self, run_dir: Path | None, foreign: ForeignEncoder | None = None) -> ModelOnData:
         """The model (a run's, or ``foreign``) on its data, with these settings."""
@@ -56,6 +59,7 @@ class EvaluateSettings:
             self.num_workers,
             foreign,
             UnreadableFiles(self.on_unreadable, ON_UNREADABLE_OPTION),
+            self.precision,
         )
 
 

@@ -66,24 +66,25 @@ def python_results(resnet):
     )
 
 
-def manual_features(net: torch.nn.Module, images: torch.Tensor) -> torch.Tensor:
-    """Gray uint8 digits -> RGB, [0, 1], normalized per channel, through the network: written out here."""
+def manual_features(net: torch.nn.Module, images: torch.Tensor, bf16: bool = False) -> torch.Tensor:
+    """Gray uint8 digits -> RGB, [0, 1], normalized per channel, through the network (under bf16 autocast when
+    asked): written out here."""
     x = images.repeat(1, 3, 1, 1).float() / 255.0
     x = (x - torch.tensor(MEAN).view(1, 3, 1, 1)) / torch.tensor(STD).view(1, 3, 1, 1)
-    with torch.no_grad():
-        return net(x)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        return net(x).float()
 
 
-def test_features_are_a_manual_forward_pass(resnet):
+@pytest.mark.parametrize("precision", ["32-true", "bf16-mixed"])
+def test_features_are_a_manual_forward_pass(resnet, precision):
     net, _ = resnet
-    ctx = ModelOnData(
-        None, "cpu", 256, max_train=MAX_TRAIN, foreign=wrap_encoder(net, "digits", channels=3, mean=MEAN, std=STD)
-    )
+    encoder = wrap_encoder(net, "digits", channels=3, mean=MEAN, std=STD)
+    ctx = ModelOnData(None, "cpu", 256, max_train=MAX_TRAIN, foreign=encoder, requested_precision=precision)
     test = load_dataset("digits", "test").subset(torch.arange(48))
     assert test.channels == 1  # the conversion to 3 channels is the context's job
     features, labels = ctx.extract(ctx.dataset().subset(torch.arange(48)), "first test images")
     assert features.shape == (48, 512)
-    assert torch.allclose(features, manual_features(net, test.images), atol=1e-5)
+    assert torch.allclose(features, manual_features(net, test.images, bf16=precision == "bf16-mixed"), atol=1e-5)
     assert torch.equal(labels, test.labels())
 
 

@@ -24,8 +24,9 @@ def test_channels_last_gives_the_nchw_forward_and_gradients():
     out.square().sum().backward()
     torch.testing.assert_close(out, out_ref, rtol=1e-4, atol=1e-5)
     for (name, p_ref), p in zip(reference.named_parameters(), nhwc.parameters()):
-        # summation order differs between the layouts: compare in norm (float32 round-off ~1e-6)
-        assert (p.grad - p_ref.grad).norm() <= 1e-4 * p_ref.grad.norm(), name
+        # summation order differs between the layouts (and with the thread count): compare in norm; a wrong layout
+        # is off by O(1)
+        assert (p.grad - p_ref.grad).norm() <= 3e-4 * p_ref.grad.norm(), name
 
 
 def test_methods_train_in_the_configured_memory_format(tiny_config):
