@@ -83,10 +83,12 @@ class ProbeProblem:
         """Minimise :meth:`objective` with preconditioned L-BFGS from ``init`` (or zeros)."""
         p, p_inverse = self.preconditioner(l2, -0.5), self.preconditioner(l2, 0.5)
         x = self.x if p is None else self.x @ p
-        zeros = torch.zeros(num_classes, x.shape[1], dtype=x.dtype)
-        weight = zeros if init is None else init.weight.to(x.dtype).clone()
+        if init is None:
+            weight, bias = torch.zeros(num_classes, x.shape[1], dtype=x.dtype), torch.zeros(num_classes, dtype=x.dtype)
+        else:
+            weight, bias = init.weight.to(x.dtype).clone(), init.bias.to(x.dtype).clone()
         v = (weight if p_inverse is None else weight @ p_inverse).requires_grad_(True)
-        bias = (zeros[:, 0] if init is None else init.bias.to(x.dtype)).clone().requires_grad_(True)
+        bias.requires_grad_(True)
         optimizer = torch.optim.LBFGS(
             [v, bias],
             lr=1.0,

@@ -1,5 +1,6 @@
 """kNN and linear probe: near-perfect on separable data, chance on random labels, agree with sklearn."""
 
+import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
@@ -96,15 +97,16 @@ def _reference_optimum(x, y, classes, l2):
     return res.fun
 
 
-def test_probe_reaches_the_optimum_of_its_convex_problem():
+@pytest.mark.parametrize("precondition", [True, False])
+def test_probe_reaches_the_optimum_of_its_convex_problem(precondition):
     """Correlated, overlapping classes (condition number ~1e3 after standardisation), weak and strong L2: the
     final objective is within 1e-5 nats of scipy's tight float64 optimum of the same problem."""
-    from probcl.eval.linear import fit_logistic_regression
+    from probcl.eval.linear import ProbeProblem
 
     g = torch.Generator().manual_seed(4)
     x, y = blobs(n_per_class=200, classes=6, dim=24, spread=2.0, seed=4)
     mixing = torch.linalg.qr(torch.randn(24, 24, generator=g))[0] * torch.logspace(0, 1.5, 24)
     x = x @ mixing
     for l2 in (1e-3, 1e-5):
-        probe = fit_logistic_regression(x, y, 6, l2)
+        probe = ProbeProblem.of(x, y, precondition).fit(6, l2, 300)
         assert _probe_objective(x, y, probe, l2) - _reference_optimum(x, y, 6, l2) < 1e-5
