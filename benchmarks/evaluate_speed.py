@@ -57,9 +57,8 @@ def cli_seconds(run: Path, *extra: str) -> float:
     return time.perf_counter() - start
 
 
-def reference_objective(train_f, train_y, classes: int, l2: float, iterations: int) -> tuple[float, float]:
-    """The objective at a tight fit (float64, preconditioned L-BFGS) and the fit's largest |gradient|."""
-    problem = ProbeProblem.of(train_f.double(), train_y)
+def reference_objective(problem: ProbeProblem, classes: int, l2: float, iterations: int) -> tuple[float, float]:
+    """The objective at a tight fit of the float64 ``problem`` (preconditioned L-BFGS) and its largest |gradient|."""
     probe = problem.fit(classes, l2, iterations)
     weight, bias = probe.weight.requires_grad_(True), probe.bias.requires_grad_(True)
     loss = problem.objective(weight, bias, l2)
@@ -94,15 +93,16 @@ def main() -> None:
     }
     rows: dict[str, dict] = {}
     references: dict[float, tuple[float, float]] = {}
+    exact = ProbeProblem.of(train_f.double(), train_y)  # the problem in float64, once: references and objectives
     for name, kwargs in solvers.items():
         (result, probe), seconds = timed(
             lambda kwargs=kwargs: linear_probe(train_f, train_y, test_f, test_y, classes, **kwargs)
         )
         l2 = result["protocol"]["l2"]
         if l2 not in references:
-            references[l2] = reference_objective(train_f, train_y, classes, l2, args.reference_iterations)
+            references[l2] = reference_objective(exact, classes, l2, args.reference_iterations)
         reference, _ = references[l2]
-        objective = ProbeProblem.of(train_f.double(), train_y).objective(probe.weight.double(), probe.bias.double(), l2)
+        objective = exact.objective(probe.weight.double(), probe.bias.double(), l2)
         rows[name] = {
             "seconds": round(seconds, 2),
             "l2": l2,

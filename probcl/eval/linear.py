@@ -80,13 +80,14 @@ class ProbeProblem:
         return F.cross_entropy(self.x @ weight.T + bias, self.labels) + 0.5 * l2 * (weight**2).sum()
 
     def fit(self, num_classes: int, l2: float, max_iter: int, init: LinearProbe | None = None) -> LinearProbe:
-        """Minimise :meth:`objective` with preconditioned L-BFGS from ``init`` (or zeros)."""
+        """Minimise :meth:`objective` with L-BFGS over V = W P^-1 (W = V P: the same objective, preconditioned
+        coordinates) from ``init`` (or zeros)."""
         p, p_inverse = self.preconditioner(l2, -0.5), self.preconditioner(l2, 0.5)
-        x = self.x if p is None else self.x @ p
+        dtype = self.x.dtype
         if init is None:
-            weight, bias = torch.zeros(num_classes, x.shape[1], dtype=x.dtype), torch.zeros(num_classes, dtype=x.dtype)
+            weight, bias = torch.zeros(num_classes, self.x.shape[1], dtype=dtype), torch.zeros(num_classes, dtype=dtype)
         else:
-            weight, bias = init.weight.to(x.dtype).clone(), init.bias.to(x.dtype).clone()
+            weight, bias = init.weight.to(dtype).clone(), init.bias.to(dtype).clone()
         v = (weight if p_inverse is None else weight @ p_inverse).requires_grad_(True)
         bias.requires_grad_(True)
         optimizer = torch.optim.LBFGS(
@@ -101,8 +102,7 @@ class ProbeProblem:
 
         def closure():
             optimizer.zero_grad()
-            w = v if p is None else v @ p
-            loss = F.cross_entropy(x @ v.T + bias, self.labels) + 0.5 * l2 * (w**2).sum()
+            loss = self.objective(v if p is None else v @ p, bias, l2)
             loss.backward()
             return loss
 
