@@ -10,8 +10,9 @@ P = (C/2 + l2 I)^(-1/2) and C the features' correlation matrix: I_K (x) (C/2 + l
 Hessian in W from above (Boehning's bound on the multinomial log-likelihood's curvature, 1992), so in V the
 curvature is at most 1 in every direction and the ill-conditioning of correlated features is gone. The change
 of variables is a bijection: the optimum is the same convex problem's. On 60,000 FMNIST features of 512
-dimensions, 100 preconditioned iterations reach a smaller gap to the optimum than 300 plain ones did
-(``benchmarks/evaluate_speed.py`` measures both against a tight float64 fit).
+dimensions, 50 + 200 preconditioned iterations reach a smaller gap to the optimum (2.7e-4 relative) than 300 + 300
+plain ones did (4.7e-4; ``benchmarks/evaluate_speed.py`` measures both against a tight float64 fit). The objective
+and its gradient are written out by hand: two passes over the features per evaluation, no autograd graph.
 """
 
 from __future__ import annotations
@@ -20,13 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from probcl.eval.knn import topk_accuracy
 
 DEFAULT_L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3)
-GRID_ITERATIONS = 100  # L-BFGS iterations of each grid fit (the selection on held-out features)
-FINAL_ITERATIONS = 300  # of the refit on all training features at the selected strength
+GRID_ITERATIONS = 50  # L-BFGS iterations of each grid fit (the selection on held-out features)
+FINAL_ITERATIONS = 200  # of the refit on all training features at the selected strength
+REDUCTION_SPLITS = 4  # the gradient's sum over samples as a batch of this many partial products (see _gradient)
 MAX_PRECONDITIONED_DIM = 4096  # wider features: the d x d preconditioner would cost more than it saves
 
 
@@ -62,7 +63,7 @@ class ProbeProblem:
         float64 for float64 features (a tight reference fit)."""
         x = features.to(torch.promote_types(features.dtype, torch.float32))
         mean, std = x.mean(0), x.std(0).clamp_min(1e-6)
-        x = (x - mean) / std
+        x = ((x - mean) / std).contiguous()
         if not precondition or x.shape[1] > MAX_PRECONDITIONED_DIM:
             return cls(x, labels, mean, std, None, None)
         eigenvalues, eigenvectors = torch.linalg.eigh((x.T @ x).double() / len(x))
@@ -77,7 +78,24 @@ class ProbeProblem:
 
     def objective(self, weight: torch.Tensor, bias: torch.Tensor, l2: float) -> torch.Tensor:
         """Mean cross-entropy + l2/2 ||W||^2 (the problem every solver here minimises)."""
-        return F.cross_entropy(self.x @ weight.T + bias, self.labels) + 0.5 * l2 * (weight**2).sum()
+        return self.objective_and_gradient(weight, bias, l2)[0]
+
+    def objective_and_gradient(
+        self, weight: torch.Tensor, bias: torch.Tensor, l2: float
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:meth:`objective` and its gradient in (weight, bias), by hand: one pass over the features for the
+        logits and one for the gradient (softmax - onehot)^T x / n, without autograd's bookkeeping."""
+        n = len(self.x)
+        logits = torch.addmm(bias, self.x, weight.T).T.contiguous()  # classes x n: the softmax runs along columns
+        top = logits.amax(0, keepdim=True)
+        weights = (logits - top).exp_()
+        total = weights.sum(0, keepdim=True)
+        true_class = logits.gather(0, self.labels[None])
+        loss = (top + total.log() - true_class).mean() + 0.5 * l2 * (weight**2).sum()  # per sample, then the mean
+        residual = weights.div_(total)  # (softmax - one-hot labels) / n: d(mean cross-entropy)/d(logits)
+        residual[self.labels, torch.arange(n, device=residual.device)] -= 1
+        residual.div_(n)
+        return loss, _gradient(residual, self.x) + l2 * weight, residual.sum(1)
 
     def fit(self, num_classes: int, l2: float, max_iter: int, init: LinearProbe | None = None) -> LinearProbe:
         """Minimise :meth:`objective` with L-BFGS over V = W P^-1 (W = V P: the same objective, preconditioned
@@ -88,8 +106,7 @@ class ProbeProblem:
             weight, bias = torch.zeros(num_classes, self.x.shape[1], dtype=dtype), torch.zeros(num_classes, dtype=dtype)
         else:
             weight, bias = init.weight.to(dtype).clone(), init.bias.to(dtype).clone()
-        v = (weight if p_inverse is None else weight @ p_inverse).requires_grad_(True)
-        bias.requires_grad_(True)
+        v = weight if p_inverse is None else weight @ p_inverse
         optimizer = torch.optim.LBFGS(
             [v, bias],
             lr=1.0,
@@ -101,14 +118,25 @@ class ProbeProblem:
         )
 
         def closure():
-            optimizer.zero_grad()
-            loss = self.objective(v if p is None else v @ p, bias, l2)
-            loss.backward()
+            loss, weight_gradient, bias.grad = self.objective_and_gradient(v if p is None else v @ p, bias, l2)
+            v.grad = weight_gradient if p is None else weight_gradient @ p  # chain rule through W = V P (P = P^T)
             return loss
 
         optimizer.step(closure)
         weight = (v if p is None else v @ p).detach()
         return LinearProbe(self.mean, self.std, weight, bias.detach())
+
+
+def _gradient(residual: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """residual @ x (classes x n times n x d): a sum over n with a classes x d result, which one matrix product
+    runs at half the memory bandwidth on CPU; as a batch of REDUCTION_SPLITS partial products summed, it runs at
+    the forward product's speed (measured on 60k x 512 float32: 7.7 ms vs 13.4 ms)."""
+    rows = len(x) - len(x) % REDUCTION_SPLITS
+    if rows == 0:
+        return residual @ x
+    parts = residual[:, :rows].reshape(len(residual), REDUCTION_SPLITS, -1).transpose(0, 1)
+    total = torch.bmm(parts, x[:rows].view(REDUCTION_SPLITS, -1, x.shape[1])).sum(0)
+    return total + residual[:, rows:] @ x[rows:]
 
 
 def fit_logistic_regression(
