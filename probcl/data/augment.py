@@ -1,4 +1,5 @@
-"""Batched, per-sample random view generation on the training device (kornia).
+"""Batched, per-sample random view generation on the training device (crop and flip: :mod:`probcl.data.crop`;
+colour, blur, solarize and noise: kornia).
 
 ``ViewGenerator`` turns a uint8 batch into two independently augmented, normalized float
 views. Each preset follows one paper's recipe; every sample in a batch draws its own
@@ -15,6 +16,7 @@ import torch
 from torch import nn
 
 from probcl.config import VIEW_PRESETS, AugmentConfig, ViewParams
+from probcl.data.crop import RandomResizedCropFlip
 
 
 def resolve_view_params(cfg: AugmentConfig) -> ViewParams:
@@ -60,11 +62,9 @@ class Normalizer(nn.Module):
 
 
 def _pipeline(p: ViewParams, view: int, size: int, channels: int) -> nn.Module:
-    ops: list[Any] = []  # kornia augmentations
-    if p.crop_scale != (1.0, 1.0):
-        ops.append(K.RandomResizedCrop((size, size), scale=p.crop_scale))
-    if p.flip > 0:
-        ops.append(K.RandomHorizontalFlip(p=p.flip))
+    ops: list[Any] = []  # the crop and flip in one sampling pass, then kornia augmentations
+    if p.crop_scale != (1.0, 1.0) or p.flip > 0:
+        ops.append(RandomResizedCropFlip(size, p.crop_scale, flip=p.flip))
     b, c, s, h = p.jitter
     if channels == 1:
         s, h = 0.0, 0.0  # saturation and hue are undefined on one channel
@@ -79,7 +79,7 @@ def _pipeline(p: ViewParams, view: int, size: int, channels: int) -> nn.Module:
         ops.append(K.RandomSolarize(thresholds=0.0, additions=0.0, p=p.solarize_prob[view]))
     if p.noise_std > 0:
         ops.append(K.RandomGaussianNoise(std=p.noise_std, p=1.0))
-    return K.AugmentationSequential(*ops) if ops else nn.Identity()
+    return nn.Sequential(*ops) if ops else nn.Identity()
 
 
 class ViewGenerator(nn.Module):

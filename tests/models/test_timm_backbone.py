@@ -104,6 +104,8 @@ def test_two_step_pretrain_then_evaluate_as_run_and_as_exported_weights(tiny_con
                 "--out",
                 str(out),
                 "--no-report",
+                "--precision",
+                "32-true",  # the run's own (tiny configs pin it); --weights would take auto, bf16 on some CPUs
                 *flags,
             ]
         )
