@@ -19,16 +19,20 @@ def test_whole_image_without_flip_is_the_identity_and_with_flip_the_mirror():
 
 @pytest.mark.parametrize("flip", [0.0, 1.0])
 def test_each_view_is_its_box_resized_bilinearly(monkeypatch, flip):
-    """Reference: slice the box out and resize it with F.interpolate (bilinear, align_corners=False)."""
+    """Reference: slice the box out and resize it with F.interpolate (bilinear, align_corners=True: kornia's
+    RandomResizedCrop default); a one-pixel-wide box repeats its pixel."""
     g = torch.Generator().manual_seed(0)
     x = torch.rand(3, 2, 28, 28, generator=g)
-    boxes = torch.tensor([[0.0, 0.0, 28.0, 28.0], [5.0, 3.0, 17.0, 21.0], [11.0, 9.0, 13.0, 19.0]])
+    boxes = torch.tensor(
+        [[0.0, 0.0, 28.0, 28.0], [5.0, 3.0, 17.0, 21.0], [11.0, 9.0, 13.0, 19.0], [27.0, 2.0, 1.0, 9.0]]
+    )
+    x = torch.cat([x, x[:1]])
     crop = RandomResizedCropFlip(24, (0.2, 1.0), flip=flip)
     monkeypatch.setattr(crop, "boxes", lambda *args: boxes)
     views = crop(x)
     for i, (left, top, w, h) in enumerate(boxes.int().tolist()):
         box = x[i : i + 1, :, top : top + h, left : left + w]
-        expected = F.interpolate(box, size=(24, 24), mode="bilinear", align_corners=False)[0]
+        expected = F.interpolate(box, size=(24, 24), mode="bilinear", align_corners=True)[0]
         assert torch.allclose(views[i], expected.flip(-1) if flip else expected, atol=1e-5)
 
 
