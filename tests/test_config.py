@@ -125,7 +125,16 @@ def test_cli_pretrain_evaluate_export_round_trip(tmp_path, capsys):
     results = json.loads((run / "eval.json").read_text())
     assert set(results) == {"knn", "linear"} and results["knn"]["protocol"]["weighted"].startswith("k=200")
     code, out, err = run_cli(["evaluate", str(run), "--suite", "linear", "--features", "pixels"], capsys)
-    assert code == 0 and "linear@pixels" in json.loads((run / "eval.json").read_text())
+    separate = json.loads((run / "eval.json").read_text())
+    assert code == 0 and "linear@pixels" in separate
+    # several layers in one call: the same results as one call per layer, under the same keys
+    (run / "eval.json").unlink()
+    code, out, err = run_cli(["evaluate", str(run), "--suite", "linear", "--features", "backbone,pixels"], capsys)
+    together = json.loads((run / "eval.json").read_text())
+    assert code == 0 and set(together) == {"linear", "linear@pixels"}
+    for key in together:
+        assert together[key]["top1"] == separate[key]["top1"]
+    assert out.count("│ linear@pixels") >= 1 and out.count("report in") == 1
     code, out, err = run_cli(["evaluate", str(run), "--suite", "nope"], capsys)
     assert code == 2 and "unknown evaluation suite" in err
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from probcl.commands._options import options_from_flags
 from probcl.config import ModelConfig
@@ -28,6 +29,20 @@ MODEL_KEYS = {  # --model.KEY: the architecture of --weights (ModelConfig keys; 
 }
 
 
+FEATURE_LAYERS = ("backbone", "projection", "pixels")  # probcl.eval.context's, named here without importing torch
+
+
+def _feature_layers(text: str) -> list[str]:
+    layers = [layer.strip() for layer in text.split(",") if layer.strip()]
+    for layer in layers:
+        if layer not in FEATURE_LAYERS:
+            choices = ", ".join(map(repr, FEATURE_LAYERS))
+            raise argparse.ArgumentTypeError(f"invalid choice: {layer!r} (choose from {choices}, comma-separated)")
+    if not layers or len(set(layers)) < len(layers):
+        raise argparse.ArgumentTypeError(f"expected distinct feature layers separated by commas, got {text!r}")
+    return layers
+
+
 def _floats(text: str) -> list[float]:
     try:
         return [float(v) for v in text.split(",")]
@@ -43,8 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--features",
         dest="feature_layer",
-        choices=["backbone", "projection", "pixels"],
-        help="feature layer; 'pixels' gives the raw-pixel baseline (default: backbone)",
+        type=_feature_layers,
+        metavar="LAYER[,LAYER]",
+        help="feature layer(s): backbone, projection, or pixels (the raw-pixel baseline); several, comma-separated "
+        "(e.g. backbone,pixels), are evaluated one after the other in this one process (default: backbone)",
     )
     p.add_argument(
         "--option",
@@ -135,18 +152,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _merged(evaluations: list, per_layer: list) -> Any:
+    """One :class:`~probcl.tasks.evaluate.Evaluation` of several feature layers' results, skipped suites (keyed as
+    their results are: ``suite@layer`` beyond the backbone) and notes."""
+    from probcl.tasks.evaluate import Evaluation, result_key
+
+    results: dict[str, dict] = {}
+    skipped: dict[str, str] = {}
+    notes: list[str] = []
+    for evaluation, settings in zip(evaluations, per_layer, strict=True):
+        results.update(evaluation)
+        skipped.update({result_key(suite, settings.feature_layer): why for suite, why in evaluation.skipped.items()})
+        notes += [note for note in evaluation.notes if note not in notes]
+    return Evaluation(results, skipped, notes)
+
+
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.core.typed_config import parse_suite_options
     from probcl.errors import ConfigError
     from probcl.tasks.evaluate import EvaluateSettings
 
     suites = [s.strip() for s in args.suite.split(",") if s.strip()]
-    settings = options_from_flags(
-        EvaluateSettings,
-        args,
-        {"batch_size": "--inference-batch-size", "feature_layer": "--features", "report": "--no-report"},
-        options=parse_suite_options(args.option),
-    )
+    layers = args.feature_layer or [None]
+    per_layer = [  # one EvaluateSettings per feature layer, all checked before any work; the last writes the report
+        options_from_flags(
+            EvaluateSettings,
+            argparse.Namespace(**{**vars(args), "feature_layer": layer}),
+            {"batch_size": "--inference-batch-size", "feature_layer": "--features", "report": "--no-report"},
+            options=parse_suite_options(args.option),
+            report=args.report and i == len(layers) - 1,
+        )
+        for i, layer in enumerate(layers)
+    ]
+    settings = per_layer[0]
     given = vars(args)
     model = {key: given[f"model_{key}"] for key in MODEL_KEYS if given[f"model_{key}"] is not None}
     encoder_args = {
@@ -174,7 +212,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                 f"{', '.join(stray)}: only with --weights; a run is evaluated on its training data "
                 f"with its own architecture and preprocessing"
             )
-        results = evaluate_run(args.run, suites, settings)
+        results = _merged([evaluate_run(args.run, suites, layer) for layer in per_layer], per_layer)
         out = Path(args.run)
         title = f"evaluation of {args.run}"
     else:
@@ -194,7 +232,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             args.weights_prefix,
         )
         out = Path(args.out) if args.out else encoder_folder(encoder)
-        results = evaluate_encoder(encoder, suites, out, settings)
+        results = _merged([evaluate_encoder(encoder, suites, out, layer) for layer in per_layer], per_layer)
         title = f"evaluation of {args.weights} on {encoder.data_info.dataset}"
     print_table(title, ("suite", "metric", "value"), format_table(results))
     print(f"results merged into {out / 'eval.json'}")

@@ -206,6 +206,8 @@ CASES = {
         r"must look like SUITE\.KEY=VALUE",
     ),
     "evaluate bad features": (["evaluate", "{run}", "--features", "nope"], r"invalid choice: 'nope'"),
+    "evaluate bad feature in a list": (["evaluate", "{run}", "--features", "backbone,nope"], r"invalid choice: 'nope'"),
+    "evaluate repeated features": (["evaluate", "{run}", "--features", "pixels,pixels"], r"distinct feature layers"),
     "evaluate unknown device": (["evaluate", "{run}", "--device", "tpu7"], r"unknown device 'tpu7'; use auto, cpu"),
     "evaluate absent gpu": (["evaluate", "{run}", "--device", "cuda:999"], r"device 'cuda:999'.* CUDA GPU"),
     "evaluate negative seed": (["evaluate", "{run}", "--seed", "-2"], r"--seed must be in \[0, 4294967295\]"),
