@@ -23,11 +23,12 @@ import torch
 
 from probcl.config import load_config, parse_override_value
 from probcl.core.io import atomic_write_json, read_json
+from probcl.core.precision_names import BF16, FP32
 from probcl.core.presets import resolve_config_path
 from probcl.tasks.evaluate import evaluate_run
 from probcl.tasks.pretrain import pretrain
 
-PRECISIONS = {"fp32": "32-true", "bf16": "bf16-mixed"}
+PRECISIONS = {"fp32": FP32, "bf16": BF16}
 
 
 def run_budget(args: argparse.Namespace, epochs: int, precision: str, run_dir: Path) -> dict:

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from probcl.commands._options import options_from_flags
 from probcl.config import ModelConfig
 from probcl.core.deprecation import RenamedFlag
+from probcl.core.feature_layer_names import FEATURE_LAYERS
 from probcl.core.precision_names import PRECISIONS
 from probcl.core.progress import print_table
+
+if TYPE_CHECKING:
+    from probcl.tasks.evaluate import EvaluateSettings, Evaluation
 
 NAME = "evaluate"
 HELP = (
@@ -27,9 +31,6 @@ MODEL_KEYS = {  # --model.KEY: the architecture of --weights (ModelConfig keys; 
     "act": "relu or leaky_relu",
     "cifar_stem": "resnet18/50: 3x3 stride-1 stem, no max-pool (false for torchvision ResNet weights)",
 }
-
-
-FEATURE_LAYERS = ("backbone", "projection", "pixels")  # probcl.eval.context's, named here without importing torch
 
 
 def _feature_layers(text: str) -> list[str]:
@@ -152,7 +153,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _merged(evaluations: list, per_layer: list) -> Any:
+def _merged(evaluations: list[Evaluation], per_layer: list[EvaluateSettings]) -> Evaluation:
     """One :class:`~probcl.tasks.evaluate.Evaluation` of several feature layers' results, skipped suites (keyed as
     their results are: ``suite@layer`` beyond the backbone) and notes."""
     from probcl.tasks.evaluate import Evaluation, result_key

@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from probcl.config import AtLeast, NonNegative, Seed, check_bounds
 from probcl.core.devices import resolve_device
+from probcl.core.feature_layer_names import FEATURE_LAYERS
 from probcl.core.layout import RunPaths
 from probcl.core.precision import PrecisionChoice, compute_precision, resolve_precision
 from probcl.data.info import DataInfo
@@ -38,7 +39,6 @@ from probcl.methods.capabilities import HasUncertainty
 from probcl.models.encoder import ForeignEncoder
 from probcl.runs.loading import load_run
 
-FEATURE_LAYERS = ("backbone", "projection", "pixels")
 PROBES = ("lbfgs", "sgd")  # the offline linear probes: probcl's L-BFGS logistic regression, the papers' SGD one
 T = TypeVar("T")
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from torch import nn
 
 from probcl.config import AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
+from probcl.core.feature_layer_names import FEATURE_LAYERS
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths, find_checkpoint
 from probcl.core.precision_names import PRECISIONS
@@ -20,7 +21,6 @@ from probcl.core.run_lock import RunLock
 from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError, ProbclError
 from probcl.eval import SUITES, ModelOnData
-from probcl.eval.context import FEATURE_LAYERS
 from probcl.eval.provenance import describe, encoder_record, legacy_same_run, model_tag, same_model
 from probcl.models.encoder import ForeignEncoder, wrap_encoder
 from probcl.report.tables import scalar_metrics
