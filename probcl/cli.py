@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
@@ -47,6 +48,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     return parser, commands
 
 
+def silence_stdout() -> None:
+    """Point the standard output at /dev/null, so that the interpreter's last flush of output a closed pipe
+    no longer takes does not print a traceback (the recipe of Python's ``signal`` documentation)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; every failure a user can meet prints one line and returns non-zero: probcl's own errors
     (:class:`probcl.errors.ProbclError`) and the others :func:`~probcl.commands._failures.as_probcl_error` knows."""
@@ -56,7 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     if extra and not getattr(module, "ACCEPTS_OVERRIDES", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
-        return module.run(args, extra)
+        code = module.run(args, extra)
+        sys.stdout.flush()  # a closed pipe fails here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:  # the reader went away (`probcl list | head`): stop quietly, as cat and ls do
+        silence_stdout()
+        return 1
     except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - sorted into user-facing failures and bugs below
         failure = as_probcl_error(error)
         if failure is None:
