@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up and run the checks: ruff (lint + format), mypy on the package, the import-linter layer contracts, the docs
+# Set up and run the checks: ruff (lint + format), mypy on the package and the benchmark scripts, the import-linter layer contracts, the docs
 # build (mkdocs build --strict: broken links, missing pages, stale generated references), then the test suite
 # (pytest, CPU; no network needed beyond the package registries).
 set -euo pipefail
@@ -8,7 +8,7 @@ bash scripts/setup.sh
 echo "==> ruff (lint + format), mypy, and the layer contracts (import-linter)"
 python3 -m ruff check probcl tests benchmarks scripts
 python3 -m ruff format --check probcl tests benchmarks scripts
-python3 -m mypy probcl
+python3 -m mypy probcl benchmarks
 lint-imports
 echo "==> docs (mkdocs build --strict)"
 NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --quiet

@@ -191,7 +191,8 @@ def main() -> None:
             forward_context = precision_context(precision, device)
 
             def train_step(v, model=model, optimizer=optimizer, ctx=forward_context) -> None:
-                optimiser_step(model, optimizer, *v, precision=ctx)
+                view1, view2 = v
+                optimiser_step(model, optimizer, view1, view2, precision=ctx)
 
             best = max(rate(train_step, views, batch_size, args.steps, args.warmup) for _ in range(args.repeats))
             rows[f"bound {name} {precision}"] = {"images_per_s": best}
@@ -201,7 +202,8 @@ def main() -> None:
     ctx = precision_context("bf16" if chosen.bf16 else "fp32", device)
 
     def pipeline_step(x: torch.Tensor) -> None:
-        optimiser_step(model, optimizer, *model.training_views(x), precision=ctx)
+        view1, view2 = model.training_views(x)
+        optimiser_step(model, optimizer, view1, view2, precision=ctx)
 
     rows[f"in-process pipeline (views + step) {'bf16' if chosen.bf16 else 'fp32'}"] = {
         "images_per_s": max(
@@ -209,6 +211,7 @@ def main() -> None:
         )
     }
 
+    assert flops is not None, "--precisions names no precision"
     short, long = (int(s) for s in args.cli_steps.split(","))
     cli_rates, overheads, startups = [], [], []
     cli_precision = "unknown"

@@ -163,9 +163,9 @@ def step_rows(run_dir: Path) -> list[dict]:
     return [row for _, row in sorted({r["step"]: r for r in read_rows(run_dir / STEP_FILE)}.items())]
 
 
-def _mean(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.fmean(values) if values else None
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
 
 
 def per_epoch(rows: list[dict], key: str = "{}", names: tuple[str, ...] = METRICS) -> list[dict]:
@@ -237,6 +237,7 @@ def final_state(cfg, run_dir: Path, images: int = FINAL_IMAGES) -> dict:
     torch.manual_seed(cfg.train.seed)
     idx = random_subset(len(train), min(images, len(train)), cfg.train.seed + 1)
     labels = train.labels()
+    assert labels is not None, f"{d.dataset} has no labels: the bank diagnosis needs them"
     queries, ys = [], []
     for chunk in idx.split(cfg.train.batch_size):
         view1, _ = model.training_views(torch.stack([train[i][0] for i in chunk.tolist()]))

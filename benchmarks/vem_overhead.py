@@ -127,10 +127,10 @@ def main() -> None:
         for m in methods
     }
     print(f"\n{'method':<14}{'s/step':>10}{'x SimCLR':>10}{'paper':>8}")
-    for m, r in results.items():
-        ratio = f"{r['ratio_to_simclr']:.2f}" if r["ratio_to_simclr"] else "-"
-        paper = f"{r['paper_table8_ratio']:.2f}" if r["paper_table8_ratio"] else "-"
-        print(f"{m:<14}{r['seconds_per_step']:>10.3f}{ratio:>10}{paper:>8}")
+    for m, row in results.items():
+        ratio = f"{row['ratio_to_simclr']:.2f}" if row["ratio_to_simclr"] else "-"
+        paper = f"{row['paper_table8_ratio']:.2f}" if row["paper_table8_ratio"] else "-"
+        print(f"{m:<14}{row['seconds_per_step']:>10.3f}{ratio:>10}{paper:>8}")
     report = {
         "settings": vars(args),
         "device": str(device),
