@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Set up and run the checks: ruff (lint + format), mypy on the package and the benchmark scripts, the import-linter layer contracts, the docs
-# build (mkdocs build --strict: broken links, missing pages, stale generated references), then the test suite
-# (pytest, CPU; no network needed beyond the package registries).
+# Set up and run the checks: ruff (lint + format), mypy on the package and the benchmark scripts, the import-linter
+# layer contracts, the docs build (mkdocs build --strict: broken links, missing pages, stale generated references),
+# then the test suite (pytest, CPU; no network needed beyond the package registries).
 set -euo pipefail
 cd "$(dirname "$0")"
 bash scripts/setup.sh
