@@ -1,5 +1,5 @@
-"""Shared by the benchmark scripts: one optimiser step of a method outside Lightning; the per-run command line
-and resumable JSON + Markdown output of the scripts that diagnose trained runs."""
+"""Shared by the benchmark scripts: one optimiser step of a method outside Lightning; a timed pretraining run; the
+per-run command line and resumable JSON + Markdown output of the scripts that diagnose trained runs."""
 
 from __future__ import annotations
 
@@ -33,6 +33,26 @@ def optimiser_step(
     loss.backward()
     optimizer.step()
     model.after_optimizer_step(steps_done)
+
+
+def timed_pretrain(config: str, overrides: dict[str, Any], run_dir: Path) -> tuple[Any, float]:
+    """Pretrain preset ``config`` with ``overrides`` into ``run_dir``, monitor and progress bar off (a benchmark
+    times the training, not the online probe); returns the validated config and the call's wall seconds. A run
+    killed mid-way resumes from its last checkpoint, and the seconds then count the resumed part only."""
+    from probcl.config import load_config
+    from probcl.core.presets import resolve_config_path
+    from probcl.tasks.pretrain import pretrain
+
+    settings = {
+        **overrides,
+        "run_dir": str(run_dir),
+        "train.monitor_every_n_epochs": 0,
+        "train.progress_bar": False,
+    }
+    cfg = load_config(resolve_config_path(config), settings)
+    start = time.perf_counter()
+    pretrain(cfg)
+    return cfg, time.perf_counter() - start
 
 
 def per_run_parser(doc: str, far: list[str], out: str) -> argparse.ArgumentParser:

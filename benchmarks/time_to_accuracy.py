@@ -16,36 +16,23 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from pathlib import Path
 
 import torch
+from common import timed_pretrain
 
-from probcl.config import load_config, parse_override_value
+from probcl.config import parse_override_value
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.precision_names import BF16, FP32
-from probcl.core.presets import resolve_config_path
 from probcl.tasks.evaluate import evaluate_run
-from probcl.tasks.pretrain import pretrain
 
 PRECISIONS = {"fp32": FP32, "bf16": BF16}
 
 
 def run_budget(args: argparse.Namespace, epochs: int, precision: str, run_dir: Path) -> dict:
     overrides = {k: parse_override_value(v) for k, v in (s.split("=", 1) for s in args.set)}
-    overrides.update(
-        {
-            "train.epochs": epochs,
-            "train.precision": PRECISIONS[precision],
-            "run_dir": str(run_dir),
-            "train.monitor_every_n_epochs": 0,
-            "train.progress_bar": False,
-        }
-    )
-    cfg = load_config(resolve_config_path(args.config), overrides)
-    start = time.perf_counter()
-    pretrain(cfg)
-    train_seconds = time.perf_counter() - start
+    overrides.update({"train.epochs": epochs, "train.precision": PRECISIONS[precision]})
+    _, train_seconds = timed_pretrain(args.config, overrides, run_dir)
     results = evaluate_run(run_dir, ["linear", "knn"])
     return {
         "epochs": epochs,

@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 
 import torch
+from common import timed_pretrain
 
-from probcl.config import load_config, parse_override_value
+from probcl.config import parse_override_value
 from probcl.core.io import atomic_write_json, atomic_write_text, read_json
-from probcl.core.presets import resolve_config_path
+from probcl.core.precision import resolve_precision
 from probcl.eval.context import ModelOnData
 from probcl.eval.knn import knn_classify, topk_accuracy
 from probcl.eval.linear import linear_probe
-from probcl.tasks.pretrain import pretrain
 
 
 def parse_recipe(text: str) -> tuple[str, dict]:
@@ -72,8 +72,6 @@ def markdown(rows: list[dict]) -> str:
     ]
     for name in recipes:
         mine = by_recipe[name]
-        if not mine:
-            continue
         linear = [r["heldout_linear_top1"] for r in mine.values()]
         paired = [mine[s]["heldout_linear_top1"] - base[s]["heldout_linear_top1"] for s in mine if s in base]
         lines.append(
@@ -105,22 +103,13 @@ def main() -> None:
             if any(r["recipe"] == name and r["seed"] == seed for r in rows):
                 continue
             run_dir = out / "runs" / f"{name}-s{seed}"
-            settings = {
-                **overrides,
-                "train.seed": seed,
-                "run_dir": str(run_dir),
-                "train.monitor_every_n_epochs": 0,
-                "train.progress_bar": False,
-            }
-            cfg = load_config(resolve_config_path(args.config), settings)
-            start = time.perf_counter()
-            pretrain(cfg)
+            cfg, seconds = timed_pretrain(args.config, {**overrides, "train.seed": seed}, run_dir)
             row = {
                 "recipe": name,
                 "overrides": overrides,
                 "seed": seed,
-                "precision": cfg.train.precision,
-                "train_seconds": round(time.perf_counter() - start, 1),
+                "precision": resolve_precision(cfg.train.precision, cfg.train.accelerator).precision,
+                "train_seconds": round(seconds, 1),
                 **held_out_scores(run_dir, args.split_seed, args.held_out),
             }
             rows.append(row)

@@ -53,6 +53,7 @@ def silence_stdout() -> None:
     no longer takes does not print a traceback (the recipe of Python's ``signal`` documentation)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def main(argv: list[str] | None = None) -> int:
