@@ -1,7 +1,7 @@
 """Paste the study's tables and verdicts into the README (a short view) and the docs' study page (in full),
 between their study-summary markers.
 
-    python scripts/readme_study.py            # rewrite both blocks from docs/results/study-fmnist/results.json
+    python scripts/readme_study.py            # rewrite both blocks from docs/results/study-fmnist-v2/results.json
     python scripts/readme_study.py --check    # exit 1 when a block is not what results.json gives
 
 Each block is the headline table of ``--results``, its verdicts (unless those results are one of the budgets'),
@@ -59,7 +59,7 @@ def _names(text: str) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", default=str(ROOT / "docs/results/study-fmnist/results.json"))
+    parser.add_argument("--results", default=str(ROOT / "docs/results/study-fmnist-v2/results.json"))
     parser.add_argument("--root", default=str(ROOT), help="the checkout whose README.md and docs/study.md to update")
     parser.add_argument("--study", default="fashion-mnist/study", help="the config whose budgets: the blocks show")
     parser.add_argument("--methods", type=_names, default=README_METHODS, help="the README's methods (a,b,...)")

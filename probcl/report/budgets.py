@@ -11,6 +11,7 @@ gives them; nothing here judges a claim.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,12 +74,22 @@ def shown_verdict(budget: Budget, result: ClaimResult | None) -> str:
     return NOT_RUN if not budget.done else NO_DATA
 
 
-def moved(verdicts: list[str]) -> str:
-    """``no``, ``yes: A → B``, or ``—`` while fewer than two budgets have a verdict."""
+def moved(verdicts: list[str], one_seed: Sequence[str] = ()) -> str:
+    """``no``, ``yes: A → B``, ``—`` while fewer than two budgets have a verdict, or ``not yet: one seed at B``
+    while a budget's verdict rests on one seed (``one_seed``: those budgets' labels), which has no interval and so
+    says nothing about movement yet."""
     judged = [v for v in verdicts if v in VERDICT_ORDER]
     if len(judged) < 2:
         return "—"
+    if one_seed:
+        return "not yet: one seed at " + ", ".join(one_seed)
     return "no" if len(set(judged)) == 1 else "yes: " + " → ".join(judged)
+
+
+def _one_seed(budget: Budget, result: ClaimResult | None) -> bool:
+    """Whether the claim's verdict at ``budget`` rests on a single seed (its deciding comparison has no interval)."""
+    deciding = result.deciding if result is not None else None
+    return deciding is not None and deciding.mean is not None and deciding.interval is None
 
 
 def budget_table(doc: Document, budgets: list[Budget]) -> None:
@@ -88,7 +99,8 @@ def budget_table(doc: Document, budgets: list[Budget]) -> None:
         verdicts = [shown_verdict(b, r) for b, r in zip(budgets, results)]
         deciding = [r.deciding.describe() if r is not None and r.deciding else "—" for r in results]
         shown = [f"**{v}**" if v in VERDICT_ORDER else v for v in verdicts]
-        rows.append([f"{claim.paper}: {claim.statement}", *shown, *deciding, moved(verdicts)])
+        one_seed = [b.label for b, r in zip(budgets, results) if _one_seed(b, r)]
+        rows.append([f"{claim.paper}: {claim.statement}", *shown, *deciding, moved(verdicts, one_seed)])
     doc.table(
         [
             "claim",
@@ -105,8 +117,8 @@ def budgets_paragraph(budgets: list[Budget]) -> str:
     sources = "; ".join(f"{b.label}: {b.source or 'results'} ({b.status})" for b in budgets)
     return (
         f"The same claims at each budget ({sources}), each judged on that budget's own cells. *Moved with budget* "
-        "compares the verdicts of the budgets that have one; a budget still running gives a verdict from the "
-        "seeds it has."
+        "compares the verdicts of the budgets that have one, once each rests on two or more seeds; a budget still "
+        "running gives a verdict from the seeds it has."
     )
 
 

@@ -110,6 +110,17 @@ def test_moved(verdicts, expected):
     assert moved(verdicts) == expected
 
 
+def test_a_one_seed_verdict_does_not_count_as_moved():
+    # One seed has no interval, so its "inconclusive" says nothing yet about whether the verdict moved.
+    verdicts = ["contradicted", "inconclusive at this budget"]
+    assert moved(verdicts, ["4,680 steps"]) == "not yet: one seed at 4,680 steps"
+    assert moved(["reproduced", NOT_RUN], ["4,680 steps"]) == "—"
+    # in the table: the short budget's kNN is contradicted on 3 seeds, the long one's single seed is inconclusive
+    linear, knn = rows([budget("short", SHORT), budget("long", first_seed(LONG))])
+    assert knn[1:3] == ["**contradicted**", "**inconclusive at this budget**"]
+    assert linear[-1] == knn[-1] == "not yet: one seed at long"
+
+
 def test_the_verdict_vs_budget_figure_and_section(tmp_path):
     budgets = [budget("short", SHORT), budget("long", LONG), budget("longer", None)]
     assert budget_figure([budget("long", None)], tmp_path / "none.png") is None  # nothing to draw yet

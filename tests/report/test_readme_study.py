@@ -109,8 +109,8 @@ intro
 
 The same claims at each budget (936 steps: {FIXTURES / "short"} (6 of 6 cells); 4,680 steps: {FIXTURES / "long"} \
 (6 of 6 cells); 9,360 steps: {longer} (not run yet: 0 of 6 cells)), each judged on that budget's own cells. *Moved \
-with budget* compares the verdicts of the budgets that have one; a budget still running gives a verdict from the \
-seeds it has.
+with budget* compares the verdicts of the budgets that have one, once each rests on two or more seeds; a budget \
+still running gives a verdict from the seeds it has.
 
 | claim | verdict at 936 steps (6 of 6 cells) | verdict at 4,680 steps (6 of 6 cells) | verdict at 9,360 steps \
 (not run yet: 0 of 6 cells) | deciding comparison at 936 steps: mean difference [95 % interval] | deciding \
