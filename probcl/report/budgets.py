@@ -86,7 +86,7 @@ def moved(verdicts: list[str], one_seed: Sequence[str] = ()) -> str:
     return "no" if len(set(judged)) == 1 else "yes: " + " → ".join(judged)
 
 
-def _one_seed(budget: Budget, result: ClaimResult | None) -> bool:
+def _one_seed(result: ClaimResult | None) -> bool:
     """Whether the claim's verdict at ``budget`` rests on a single seed (its deciding comparison has no interval)."""
     deciding = result.deciding if result is not None else None
     return deciding is not None and deciding.mean is not None and deciding.interval is None
@@ -99,7 +99,7 @@ def budget_table(doc: Document, budgets: list[Budget]) -> None:
         verdicts = [shown_verdict(b, r) for b, r in zip(budgets, results)]
         deciding = [r.deciding.describe() if r is not None and r.deciding else "—" for r in results]
         shown = [f"**{v}**" if v in VERDICT_ORDER else v for v in verdicts]
-        one_seed = [b.label for b, r in zip(budgets, results) if _one_seed(b, r)]
+        one_seed = [b.label for b, r in zip(budgets, results) if _one_seed(r)]
         rows.append([f"{claim.paper}: {claim.statement}", *shown, *deciding, moved(verdicts, one_seed)])
     doc.table(
         [
