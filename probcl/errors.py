@@ -33,5 +33,13 @@ class RunError(ProbclError):
     """A run directory or checkpoint that does not exist, cannot be read or is in use."""
 
 
+class RunInUseError(RunError):
+    """A run directory that another live process (or a process on another host) is writing in."""
+
+    def __init__(self, message: str, owner: str) -> None:
+        super().__init__(message)
+        self.owner = owner  # "`probcl CMD` (pid P on HOST)": who holds it, for a caller that waits or moves on
+
+
 class TrainingDivergedError(ProbclError):
     """The loss (or an energy/gradient a method watches) became non-finite or exploded."""

@@ -27,7 +27,8 @@ from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, atomic_write_text, read_json
 from probcl.core.layout import RunPaths
 from probcl.core.precision import resolve_precision
-from probcl.errors import RunError
+from probcl.core.run_lock import RunLock
+from probcl.errors import RunError, RunInUseError
 from probcl.tasks.benchmark_grid import (
     BenchmarkConfig,
     Cell,
@@ -40,6 +41,7 @@ from probcl.tasks.benchmark_grid import (
 from probcl.tasks.benchmark_results import CELL_FILE, rebuild_report, restore_published
 
 ERROR_FILE = "error.log"  # the traceback of a cell that failed unexpectedly
+CLAIM_FILE = ".claim"  # a benchmark worker's hold on a cell while it trains or evaluates it
 
 
 def train_cell(cfg: Config) -> tuple[dict, bool]:
@@ -151,12 +153,42 @@ def ready_suites(bench: BenchmarkConfig, cell: Cell, root: Path) -> list[str]:
     return [s for s in suites if all(_trained(root, need) for need in suite_dependencies(bench, cell, s))]
 
 
+def claim(root: Path, cell: Cell, wait: Callable[[str], None] | None = None) -> RunLock:
+    """One worker per cell: the lock a benchmark process holds on a cell while it trains or evaluates it
+    (:class:`~probcl.errors.RunInUseError` when another holds it, unless ``wait``)."""
+    return RunLock(root / "cells" / cell.name, "benchmark", filename=CLAIM_FILE, wait=wait)
+
+
+def evaluate_ready(
+    bench: BenchmarkConfig, root: Path, cells: list[Cell], log: Callable[[str], None], wait: bool = False
+) -> bool:
+    """Run the ready suites of the trained ``cells``; a cell another worker holds is left to it, or with
+    ``wait`` waited for. Returns whether any suite ran."""
+    changed = False
+    for done in cells:
+        if not (_trained(root, done) and (root / "cells" / done.name / "checkpoints").exists()):
+            continue
+        try:
+            with claim(root, done, log if wait else None):
+                ran = evaluate_cell(bench, done, root, ready_suites(bench, done, root))
+        except RunInUseError:
+            continue  # its worker evaluates it when it is done with it
+        if ran:
+            log(f"evaluated {done.name}: {', '.join(ran)}")
+            changed = True
+    return changed
+
+
 def run_benchmark(
     bench: BenchmarkConfig, base_dir: Path, out: str | Path | None = None, log: Callable[[str], None] = print
 ) -> Path:
     """Train and evaluate every cell (skipping finished work), seed by seed; after each cell that trained or
     was evaluated, write results.json and the reports (and mirror them into ``publish``); a run with nothing
-    left to do writes them once."""
+    left to do writes them once.
+
+    Several processes (on one machine, or on several sharing the output folder) may run the same benchmark:
+    each claims a cell before it trains or evaluates it and moves on past the cells others hold, and the
+    last to finish evaluates what the others' cells made ready."""
     root = Path(out or bench.out)
     cells = grid(bench)
     configs = {cell: cell_config(bench, cell, root, base_dir) for cell in cells}  # every error before any work
@@ -167,23 +199,24 @@ def run_benchmark(
         if source is not None and not _trained(root, Cell(source, cell.seed, cell.batch_size)):
             log(f"[{i}/{len(cells)}] skipped {cell.name}: the cell it starts from ({source}) has not trained")
             continue
-        record, changed = train_cell(configs[cell])
+        try:
+            with claim(root, cell):
+                record, changed = train_cell(configs[cell])
+        except RunInUseError as e:
+            log(f"[{i}/{len(cells)}] skipped {cell.name}: another worker has it ({e.owner})")
+            continue
         status = (
             f"failed: {record['error'].splitlines()[0]}"
             if record.get("error")
             else f"{record.get('seconds_per_epoch', '-')} s/epoch"
         )
         log(f"[{i}/{len(cells)}] trained {cell.name}: {status}")
-        for done in cells[:i]:
-            if _trained(root, done) and (root / "cells" / done.name / "checkpoints").exists():
-                ran = evaluate_cell(bench, done, root, ready_suites(bench, done, root))
-                if ran:
-                    log(f"evaluated {done.name}: {', '.join(ran)}")
-                    changed = True
+        changed = evaluate_ready(bench, root, cells[:i], log) or changed
         if changed:  # rebuilding costs ~1 min with the study's plots: not for every finished cell on a resume
             rebuild_report(bench, root, log)
             reported = True
-    if not reported:
+    # what other workers' cells made ready meanwhile (a cell another worker is evaluating is waited for)
+    if evaluate_ready(bench, root, cells, log, wait=True) or not reported:
         rebuild_report(bench, root, log)
     retry = [c.name for c in cells if (read_json(root / "cells" / c.name / CELL_FILE) or {}).get("retry")]
     if retry:

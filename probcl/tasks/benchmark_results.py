@@ -19,10 +19,12 @@ from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths
 from probcl.core.metrics_file import read_metrics
+from probcl.core.run_lock import RunLock
 from probcl.eval.ood import PROBE_OUTPUTS
 from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source, method_seeds, method_suites
 
 CELL_FILE = "cell.json"  # a cell's training record: its config, time, and error if it failed
+REPORT_LOCK = ".report.lock"  # held while results.json, the reports and the publish mirror are written
 
 
 def hardware() -> dict:
@@ -190,11 +192,17 @@ def restore_published(
 
 
 def rebuild_report(bench: BenchmarkConfig, out: str | Path | None = None, log: Callable[[str], None] = print) -> Path:
-    """Write results.json, report.md and report.html from the cells present under the output folder."""
+    """Write results.json, report.md and report.html from the cells present under the output folder (one
+    writer at a time: a benchmark worker waits while another rebuilds them)."""
+    root = Path(out or bench.out)
+    with RunLock(root, "benchmark", filename=REPORT_LOCK, wait=log):
+        return _rebuild_report(bench, root, log)
+
+
+def _rebuild_report(bench: BenchmarkConfig, root: Path, log: Callable[[str], None]) -> Path:
     from probcl.report.benchmark_report import write_report
     from probcl.tasks.benchmark_budgets import load_budgets
 
-    root = Path(out or bench.out)
     cells = [c for c in grid(bench) if (root / "cells" / c.name / CELL_FILE).exists()]
     if not cells:
         raise ConfigError(f"no trained cell under {root / 'cells'}; run `probcl benchmark` without --report-only first")
