@@ -211,20 +211,33 @@ SWEEP_METRICS = {"linear/top1": "linear top-1 %", "knn/top1": "kNN top-1 %"}
 
 
 def batch_sweeps(results: dict, root: Path) -> dict[str, list[tuple[int, str]]]:
-    """Groups trained with the same config except the batch size and seed (e.g. ``simclr``, ``simclr-b16``,
-    ``simclr-b64``), keyed by the family's first group: ``[(batch size, group), ...]`` sorted by batch size.
-    Only families with two or more batch sizes; configs are read from the cells' config.yaml."""
-    families: dict[str, list[tuple[int, str]]] = {}
-    for group in results["groups"]:
-        cells = _group_cells(results, group)
-        config_path = RunPaths(root / cells[0]["run_dir"]).config if cells else None
-        if config_path is None or not config_path.is_file():
-            continue
-        config = recipe(yaml.safe_load(config_path.read_text()))
-        batch = config["train"].pop("batch_size")
-        config["train"].pop("seed")
-        families.setdefault(json.dumps(config, sort_keys=True, default=str), []).append((batch, group))
-    return {members[0][1]: sorted(members) for members in families.values() if len({batch for batch, _ in members}) > 1}
+    """The batch-size sweeps, ``{line label: [(batch size, group), ...]}`` sorted by batch size: the benchmark's
+    ``sweeps`` where it declares them, else the families of groups trained with the same config except the batch
+    size and seed (e.g. ``simclr``, ``simclr-b16``, ``simclr-b64``), keyed by the family's first group. Only lines
+    with two or more batch sizes; configs are read from the cells' config.yaml."""
+    trained = {group: _batch_and_recipe(results, root, group) for group in results["groups"]}
+    trained_at = {group: found for group, found in trained.items() if found is not None}
+    declared = results.get("config", {}).get("sweeps") or {}
+    if declared:
+        lines = {label: sorted((trained_at[g][0], g) for g in gs if g in trained_at) for label, gs in declared.items()}
+    else:
+        families: dict[str, list[tuple[int, str]]] = {}
+        for group, (batch, config) in trained_at.items():
+            families.setdefault(config, []).append((batch, group))
+        lines = {members[0][1]: sorted(members) for members in families.values()}
+    return {label: members for label, members in lines.items() if len({batch for batch, _ in members}) > 1}
+
+
+def _batch_and_recipe(results: dict, root: Path, group: str) -> tuple[int, str] | None:
+    """A group's batch size and its config without batch size and seed (as sorted JSON), None if not on disk."""
+    cells = _group_cells(results, group)
+    config_path = RunPaths(root / cells[0]["run_dir"]).config if cells else None
+    if config_path is None or not config_path.is_file():
+        return None
+    config = recipe(yaml.safe_load(config_path.read_text()))
+    batch = config["train"].pop("batch_size")
+    config["train"].pop("seed")
+    return batch, json.dumps(config, sort_keys=True, default=str)
 
 
 def batch_sweep_figure(doc: Document, results: dict, root: Path) -> None:

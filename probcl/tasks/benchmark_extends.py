@@ -79,7 +79,7 @@ def _extends_spec(spec: Any, where: str) -> tuple[str, list[str] | None]:
 
 
 def keep_methods(base: dict, keep: list[str], where: str) -> dict:
-    """``base`` with only the ``keep`` methods, and only the controls and seed ensembles that name no other."""
+    """``base`` with only the ``keep`` methods, and only the controls, seed ensembles and sweeps that name no other."""
     methods = base.get("methods") or {}
     unknown = [m for m in keep if m not in methods]
     if unknown:
@@ -96,6 +96,8 @@ def keep_methods(base: dict, keep: list[str], where: str) -> dict:
         }
     if "seed_ensembles" in base:
         kept["seed_ensembles"] = [m for m in base["seed_ensembles"] or [] if m in keep]
+    if "sweeps" in base:
+        kept["sweeps"] = {label: ms for label, ms in (base["sweeps"] or {}).items() if all(m in keep for m in ms)}
     return kept
 
 

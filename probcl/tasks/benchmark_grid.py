@@ -73,6 +73,9 @@ class BenchmarkConfig:
     headline: dict = field(default_factory=lambda: dict(DEFAULT_HEADLINE))  # column title -> "suite/metric"
     controls: dict[str, Control] = field(default_factory=dict)  # extra cells read against the ones they vary
     budgets: dict[str, str] = field(default_factory=dict)  # label -> benchmark config: verdicts at each, side by side
+    # the batch-sweep figure's lines: label -> method labels trained at different batch sizes (their configs may differ
+    # beyond it, e.g. a lr scaled with the batch); default: the methods whose configs differ only in the batch size
+    sweeps: dict[str, list[str]] = field(default_factory=dict)
     eval: BenchmarkEval = field(default_factory=BenchmarkEval)
 
 
@@ -132,6 +135,13 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
             resolve_config_path(name)
         except ConfigError as e:
             raise ConfigError(f"{path}: budgets.{label}: {e}") from None
+    for label, members in bench.sweeps.items():
+        unknown = [m for m in members if m not in bench.methods]
+        if unknown or len(members) < 2:
+            raise ConfigError(
+                f"{path}: sweeps.{label} must list two or more of the methods"
+                + (f" ({', '.join(unknown)} is not one)" if unknown else "")
+            )
     check_controls(bench.controls, bench.methods, str(path))
     parse_claims(bench.claims, f"{path}: claims")  # a malformed claim fails here, before any work
     if bench.suites == ["all"]:

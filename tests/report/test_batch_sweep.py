@@ -84,3 +84,19 @@ def test_no_sweep_no_figure(tmp_path):
     batch_sweep_figure(doc, results, tmp_path)
     assert not (tmp_path / "plots").exists()
     assert "batch-sweep" not in doc.to_markdown(tmp_path)
+
+
+def test_declared_sweeps_join_arms_whose_lr_is_scaled_with_the_batch(tmp_path):
+    """The EBCLR authors' protocol: lr 1e-4 at batch 16 and 64, 2e-4 at 128. Inferred, batch 128 is a recipe of its
+    own (no line); declared under `sweeps`, it is the line's third point."""
+    cells = [
+        cell(tmp_path, "a-b16", 0, 16, lr=1e-4),
+        cell(tmp_path, "a-b64", 0, 64, lr=1e-4),
+        cell(tmp_path, "a-b128", 0, 128, lr=2e-4),
+        cell(tmp_path, "simclr", 0, 128),
+    ]
+    groups = {g: group(80.0 + i, None, 1) for i, g in enumerate(["a-b16", "a-b64", "a-b128", "simclr"])}
+    results = {"cells": cells, "groups": groups}
+    assert batch_sweeps(results, tmp_path) == {"a-b16": [(16, "a-b16"), (64, "a-b64")]}
+    results["config"] = {"sweeps": {"authors' optimiser": ["a-b128", "a-b16", "a-b64"], "one point": ["simclr"]}}
+    assert batch_sweeps(results, tmp_path) == {"authors' optimiser": [(16, "a-b16"), (64, "a-b64"), (128, "a-b128")]}

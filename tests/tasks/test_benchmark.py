@@ -98,6 +98,11 @@ def test_grid_runs_phase_by_phase_each_seed_by_seed(tmp_path):
             r"methods.a.suites must be a non-empty list of the benchmark's suites \(linear\)",
         ),
         ({"methods": {"a": {"config": "fashion-mnist/simclr", "suites": []}}}, "methods.a.suites must be"),
+        (
+            {"methods": {"a": "fashion-mnist/simclr"}, "sweeps": {"line": ["a", "b"]}},
+            r"sweeps.line must list two or more of the methods \(b is not one\)",
+        ),
+        ({"methods": {"a": "fashion-mnist/simclr"}, "sweeps": {"line": ["a"]}}, "sweeps.line must list two or more"),
     ],
 )
 def test_bad_benchmark_files(tmp_path, tree, message):

@@ -25,6 +25,7 @@ BASE = {
     "reference": "simclr",
     "suites": ["linear", "ood"],
     "seed_ensembles": ["simclr", "moco"],
+    "sweeps": {"simclr and byol": ["simclr", "byol"], "with moco": ["simclr", "moco"]},
     "controls": {
         "ctrl": {"against": ["simclr"], "asks": "lower temperature?"},
     },
@@ -87,6 +88,7 @@ def test_keeping_some_of_the_base_methods_drops_their_controls_and_ensembles(tmp
     assert bench.methods == {"simclr": "fashion-mnist/simclr", "byol": {"config": "fashion-mnist/c-byol"},
                              "new": "fashion-mnist/simsiam"}  # fmt: skip
     assert bench.controls == {} and bench.seed_ensembles == ["simclr"]
+    assert bench.sweeps == {"simclr and byol": ["simclr", "byol"]}  # the sweep naming moco went with it
     # methods: [] keeps none of the base's: this file's methods are the whole grid
     whole = write(tmp_path / "whole.yaml", {"extends": {"config": "base.yaml", "methods": []},
                                             "methods": {"simclr": "fashion-mnist/simclr"}})  # fmt: skip
