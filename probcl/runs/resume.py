@@ -26,9 +26,10 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 from probcl.core.distributed import rank, world_size
+from probcl.data.sources import ImageSource, TensorImages
 from probcl.runs.metrics_log import JsonlLogger
 from probcl.errors import RunError
 
@@ -41,8 +42,13 @@ def step_seed(seed: int, step: int, process: int = 0) -> int:
 
 
 def seed_all(seed: int) -> None:
-    """Seed torch (CPU and CUDA), numpy and python's ``random``."""
-    torch.manual_seed(seed)
+    """Seed torch (CPU and CUDA), numpy and python's ``random``.
+
+    The CUDA generators are seeded only once CUDA is initialised (a training step's is): ``torch.manual_seed``
+    would also query the devices on every call, a cost per step on a machine without them."""
+    torch.random.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
     np.random.seed(seed % 2**32)
     random.seed(seed)
 
@@ -77,18 +83,59 @@ class ResumableSampler(Sampler[int]):
         return iter(share[skip:].tolist())
 
 
+class _ResumableBatches(BatchSampler):
+    """Full batches of a :class:`ResumableSampler`'s order, passing Lightning's ``set_epoch`` on to it."""
+
+    sampler: ResumableSampler
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+
+class _WholeBatches(Dataset):
+    """A dataset indexed by a batch's list of indices: :meth:`ImageSource.batch` (one indexing operation for an
+    in-memory set; per-image reads, in the loader's worker processes, for a streamed one)."""
+
+    def __init__(self, source: ImageSource) -> None:
+        self.source = source
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.source.batch(indices)
+
+
 class ResumableLoader(DataLoader):
-    """A shuffling DataLoader whose position (epoch, batches consumed) Lightning checkpoints.
+    """A shuffling DataLoader of whole batches whose position (epoch, batches consumed) Lightning checkpoints.
 
     The training loop reports each batch it starts with :meth:`consumed` (see
     :class:`ExactResume`): prefetched batches do not count, so the saved position is exactly
-    the number of batches whose optimiser step the checkpoint contains.
+    the number of batches whose optimiser step the checkpoint contains. Each batch is fetched in one call
+    (:meth:`~probcl.data.sources.ImageSource.batch`), not image by image and collated.
     """
 
-    def __init__(self, dataset: Dataset, batch_size: int, seed: int, **kwargs: Any) -> None:
-        self.order = ResumableSampler(len(dataset), seed)  # type: ignore[arg-type]
-        super().__init__(dataset, batch_size=batch_size, sampler=self.order, drop_last=True, **kwargs)
+    def __init__(self, source: ImageSource, batch_size: int, seed: int, **kwargs: Any) -> None:
+        self.order = ResumableSampler(len(source), seed)
+        self.images_per_batch = batch_size
+        self.batches = _WholeBatches(source)
+        batches = _ResumableBatches(self.order, batch_size, drop_last=True)
+        super().__init__(self.batches, batch_size=None, sampler=batches, **kwargs)
         self.position = {"epoch": 0, "batches": 0}
+
+    def hold_on(self, device: torch.device, max_fraction: float = 0.25) -> bool:
+        """Keep an in-memory training set on ``device`` (a GPU), so batches are indexed there and never copied
+        from the host; only without worker processes, and only when it takes at most ``max_fraction`` of the
+        device's free memory. Returns whether it moved."""
+        source = self.batches.source
+        if device.type != "cuda" or not isinstance(source, TensorImages) or self.num_workers > 0:
+            return False
+        free, _ = torch.cuda.mem_get_info(device)
+        if source.nbytes() > max_fraction * free:
+            return False
+        self.batches.source = source.to(device)
+        self.pin_memory = False  # the batches are on the device already
+        return True
 
     def consumed(self, batches: int) -> None:
         """Record that the loop has started ``batches`` batches of the current epoch."""
@@ -103,7 +150,7 @@ class ResumableLoader(DataLoader):
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.position = dict(state)
-        self.order.epoch, self.order.skip = state["epoch"], state["batches"] * self.batch_size  # type: ignore[operator]
+        self.order.epoch, self.order.skip = state["epoch"], state["batches"] * self.images_per_batch
 
 
 class ExactResume(Callback):

@@ -39,6 +39,7 @@ from probcl.eval.knn import topk_accuracy, weighted_knn_scores
 from probcl.methods import METHODS, SSLMethod
 from probcl.runs.loggers import check_loggers, extra_loggers
 from probcl.runs.metrics_log import JsonlLogger
+from probcl.runs.progress_bar import LoggedStepProgressBar
 from probcl.runs.resume import ExactResume, GracefulStop, ResumableLoader
 from probcl.tasks.startup import announce, limited_batches, steps_per_epoch, summarize
 
@@ -127,6 +128,18 @@ class StartupClock(Callback):
             startup, began = self.began
             took = time.perf_counter() - began
             print(f"probcl: first step began {startup:.1f} s after {origin} and took {took:.2f} s", file=sys.stderr)
+
+
+class TrainingSetOnDevice(Callback):
+    """Before the first batch, keeps an in-memory training set on the GPU the run trains on
+    (:meth:`ResumableLoader.hold_on`): batches are then indexed on the device, with no copy from the host."""
+
+    def __init__(self, loader: ResumableLoader) -> None:
+        self.loader = loader
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.loader.hold_on(pl_module.device) and _is_rank_zero():
+            print(f"probcl: the training set is held on {pl_module.device} (batches made there)", file=sys.stderr)
 
 
 class OnlineMonitor(Callback):
@@ -251,9 +264,30 @@ def _trainer(**kwargs: Any) -> pl.Trainer:
         ) from None
 
 
+def _trains_on_gpu(t: TrainConfig) -> bool:
+    """Whether the run's accelerator setting resolves to CUDA GPUs on this machine."""
+    return t.accelerator in ("gpu", "cuda") or (t.accelerator == "auto" and torch.cuda.is_available())
+
+
+def resolve_deterministic(t: TrainConfig) -> tuple[bool, str]:
+    """``train.deterministic`` for this machine, with the reason the run prints: ``auto`` is on for CPUs (it costs
+    nothing there and keeps a resumed run bit-identical) and off on CUDA (cuDNN's autotuner then picks the fastest
+    convolution kernels, at the price of run-to-run bit differences)."""
+    gpu = _trains_on_gpu(t)
+    if t.deterministic == "auto":
+        if gpu:
+            return False, (
+                "deterministic auto -> off on CUDA: cuDNN's autotuner picks the fastest kernels; a seeded run is "
+                "then not bit-identical on GPU (--train.deterministic true for that; its cost: docs/speed.md)"
+            )
+        return True, "deterministic auto -> on (CPU: costs nothing; a seeded or resumed run is bit-identical)"
+    on = bool(t.deterministic)
+    return on, f"deterministic {'on' if on else 'off'} (train.deterministic {str(on).lower()})"
+
+
 def check_devices(t: TrainConfig) -> None:
     """Refuse ``train.devices`` beyond what this machine has (GPUs when used, else CPU cores)."""
-    gpu = t.accelerator in ("gpu", "cuda") or (t.accelerator == "auto" and torch.cuda.is_available())
+    gpu = _trains_on_gpu(t)
     have = torch.cuda.device_count() if gpu else (os.cpu_count() or 1)
     kind = "GPUs" if gpu else "CPU cores"
     devices = t.devices
@@ -319,20 +353,24 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         pin_memory=torch.cuda.is_available(),
     )
     precision = resolve_precision(t.precision, t.accelerator)
+    deterministic, deterministic_reason = resolve_deterministic(t)
     callbacks = [
         *callbacks,
         ExactResume(loader, t.seed, metrics_log),
         stop,
         PrecisionRecord(precision),
         StartupClock(called),
+        TrainingSetOnDevice(loader),
         *_checkpoint_callbacks(paths, t),
         *_monitor_callbacks(cfg, train, paths, unreadable),
+        *([LoggedStepProgressBar()] if t.progress_bar else []),
     ]
     loggers: list[Logger] = [metrics_log, *extra_loggers(t.loggers, paths.root, resuming=ckpt_path is not None)]
     if _is_rank_zero():
         unreadable.report(paths.unreadable)
         print(f"probcl: {precision.line()}", file=sys.stderr)
-    trainer = _configured_trainer(cfg, paths, loggers, callbacks, precision.precision, len(loader))
+        print(f"probcl: {deterministic_reason}", file=sys.stderr)
+    trainer = _configured_trainer(cfg, paths, loggers, callbacks, precision.precision, len(loader), deterministic)
     if _is_rank_zero():
         announce(summarize(cfg, train, trainer))
     with warnings.catch_warnings():
@@ -406,10 +444,16 @@ def _monitor_callbacks(cfg: Config, train: ImageSource, paths: RunPaths, unreada
 
 
 def _configured_trainer(
-    cfg: Config, paths: RunPaths, loggers: list[Logger], callbacks: list, precision: str, batches: int
+    cfg: Config,
+    paths: RunPaths,
+    loggers: list[Logger],
+    callbacks: list,
+    precision: str,
+    batches: int,
+    deterministic: bool,
 ) -> pl.Trainer:
-    """The Lightning trainer of a run: its hardware, precision and epoch limits (``batches`` per epoch before
-    ``train.limit_train_batches``), our checkpoint I/O; sync BatchNorm on CPU refused."""
+    """The Lightning trainer of a run: its hardware, precision, determinism and epoch limits (``batches`` per
+    epoch before ``train.limit_train_batches``), our checkpoint I/O; sync BatchNorm on CPU refused."""
     t = cfg.train
     limit = t.limit_train_batches
     trainer = _trainer(
@@ -420,7 +464,8 @@ def _configured_trainer(
         num_nodes=t.num_nodes,
         precision=precision,
         sync_batchnorm=t.sync_batchnorm,
-        deterministic="warn" if t.deterministic else False,
+        deterministic="warn" if deterministic else False,
+        benchmark=not deterministic,  # cuDNN's autotuner (ignored on CPU)
         default_root_dir=str(paths.root),
         logger=loggers,
         callbacks=callbacks,
