@@ -114,7 +114,7 @@ class TensorImages(ImageSource):
     def to_memory(self, num_workers: int = 0, batch_size: int = 256) -> TensorImages:
         return self
 
-    def batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def batch(self, indices: Sequence[int] | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One indexing operation per batch (no per-image items, no collation), on the device the images are on."""
         index = torch.as_tensor(indices, dtype=torch.long).to(self.images.device, non_blocking=True)
         labels = self._labels[index] if self._labels is not None else torch.full_like(index, -1)

@@ -30,8 +30,8 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 from probcl.core.distributed import rank, world_size
 from probcl.data.sources import ImageSource, TensorImages
-from probcl.runs.metrics_log import JsonlLogger
 from probcl.errors import RunError
+from probcl.runs.metrics_log import JsonlLogger
 
 _SEED_STRIDE = 1_000_003  # a prime: (seed, step, rank) -> distinct seeds for any realistic run
 
@@ -77,19 +77,34 @@ class ResumableSampler(Sampler[int]):
     def __len__(self) -> int:
         return self.size // world_size()
 
-    def __iter__(self) -> Iterator[int]:
+    def remaining(self) -> torch.Tensor:
+        """The indices this epoch still has to visit (after ``skip``, which is then spent)."""
         share, skip = self._share(), self.skip
         self.skip = 0  # only the resumed epoch starts late
-        return iter(share[skip:].tolist())
+        return share[skip:]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.remaining().tolist())
 
 
 class _ResumableBatches(BatchSampler):
-    """Full batches of a :class:`ResumableSampler`'s order, passing Lightning's ``set_epoch`` on to it."""
+    """Full batches of a :class:`ResumableSampler`'s order, passing Lightning's ``set_epoch`` on to it. With a
+    ``device`` (an in-memory set held on a GPU) the epoch's order is copied there once and each batch is a slice
+    of it, so no step copies indices from the host."""
 
     sampler: ResumableSampler
+    device: torch.device | None = None
 
     def set_epoch(self, epoch: int) -> None:
         self.sampler.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.device is None:
+            yield from super().__iter__()
+            return
+        order = self.sampler.remaining().to(self.device)
+        for start in range(0, len(order) - self.batch_size + 1, self.batch_size):
+            yield order[start : start + self.batch_size]
 
 
 class _WholeBatches(Dataset):
@@ -102,7 +117,7 @@ class _WholeBatches(Dataset):
     def __len__(self) -> int:
         return len(self.source)
 
-    def __getitem__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def __getitem__(self, indices: list[int] | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.source.batch(indices)
 
 
@@ -119,14 +134,14 @@ class ResumableLoader(DataLoader):
         self.order = ResumableSampler(len(source), seed)
         self.images_per_batch = batch_size
         self.batches = _WholeBatches(source)
-        batches = _ResumableBatches(self.order, batch_size, drop_last=True)
-        super().__init__(self.batches, batch_size=None, sampler=batches, **kwargs)
+        self.batch_order = _ResumableBatches(self.order, batch_size, drop_last=True)
+        super().__init__(self.batches, batch_size=None, sampler=self.batch_order, **kwargs)
         self.position = {"epoch": 0, "batches": 0}
 
     def hold_on(self, device: torch.device, max_fraction: float = 0.25) -> bool:
         """Keep an in-memory training set on ``device`` (a GPU), so batches are indexed there and never copied
         from the host; only without worker processes, and only when it takes at most ``max_fraction`` of the
-        device's free memory. Returns whether it moved."""
+        device's free memory. Call it before iterating (batches are then not pinned). Returns whether it moved."""
         source = self.batches.source
         if device.type != "cuda" or not isinstance(source, TensorImages) or self.num_workers > 0:
             return False
@@ -134,6 +149,7 @@ class ResumableLoader(DataLoader):
         if source.nbytes() > max_fraction * free:
             return False
         self.batches.source = source.to(device)
+        self.batch_order.device = device
         self.pin_memory = False  # the batches are on the device already
         return True
 

@@ -130,18 +130,6 @@ class StartupClock(Callback):
             print(f"probcl: first step began {startup:.1f} s after {origin} and took {took:.2f} s", file=sys.stderr)
 
 
-class TrainingSetOnDevice(Callback):
-    """Before the first batch, keeps an in-memory training set on the GPU the run trains on
-    (:meth:`ResumableLoader.hold_on`): batches are then indexed on the device, with no copy from the host."""
-
-    def __init__(self, loader: ResumableLoader) -> None:
-        self.loader = loader
-
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.loader.hold_on(pl_module.device) and _is_rank_zero():
-            print(f"probcl: the training set is held on {pl_module.device} (batches made there)", file=sys.stderr)
-
-
 class OnlineMonitor(Callback):
     """Per-epoch weighted kNN (k=200, T=0.1, cosine, backbone features) and online-probe accuracy
     on a fixed labeled test subset, against a fixed labeled training subset (clean images).
@@ -269,6 +257,20 @@ def _trains_on_gpu(t: TrainConfig) -> bool:
     return t.accelerator in ("gpu", "cuda") or (t.accelerator == "auto" and torch.cuda.is_available())
 
 
+def _single_gpu(t: TrainConfig) -> torch.device | None:
+    """The one CUDA device a single-process run trains on, or None (CPU, several devices or machines)."""
+    if not _trains_on_gpu(t) or t.num_nodes > 1:
+        return None
+    devices = t.devices
+    if isinstance(devices, str) and devices.strip().isdigit():
+        devices = int(devices)
+    if devices == 1 or (devices == "auto" and torch.cuda.device_count() == 1):
+        return torch.device("cuda", 0)
+    if isinstance(devices, (list, tuple)) and len(devices) == 1 and isinstance(devices[0], int):
+        return torch.device("cuda", devices[0])
+    return None
+
+
 def resolve_deterministic(t: TrainConfig) -> tuple[bool, str]:
     """``train.deterministic`` for this machine, with the reason the run prints: ``auto`` is on for CPUs (it costs
     nothing there and keeps a resumed run bit-identical) and off on CUDA (cuDNN's autotuner then picks the fastest
@@ -352,6 +354,9 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         persistent_workers=cfg.data.num_workers > 0,
         pin_memory=torch.cuda.is_available(),
     )
+    gpu = _single_gpu(t)
+    if gpu is not None and loader.hold_on(gpu) and _is_rank_zero():
+        print(f"probcl: the training set is held on {gpu}: batches are made there", file=sys.stderr)
     precision = resolve_precision(t.precision, t.accelerator)
     deterministic, deterministic_reason = resolve_deterministic(t)
     callbacks = [
@@ -360,7 +365,6 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         stop,
         PrecisionRecord(precision),
         StartupClock(called),
-        TrainingSetOnDevice(loader),
         *_checkpoint_callbacks(paths, t),
         *_monitor_callbacks(cfg, train, paths, unreadable),
         *([LoggedStepProgressBar()] if t.progress_bar else []),
