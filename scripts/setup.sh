@@ -33,7 +33,7 @@ if [ ! -f "$FASHION_MNIST" ] && [ -z "${PROBCL_DATA:-}" ]; then
   if [ "$AS" != none ]; then
     echo "==> installing Debian's dataset-fashion-mnist${AS:+ (with sudo)}"
     $AS apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $AS apt-get install -y -qq dataset-fashion-mnist >/dev/null
+    $AS env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dataset-fashion-mnist >/dev/null
   fi
 fi
 

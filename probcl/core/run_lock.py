@@ -59,10 +59,10 @@ class RunLock:
     How it is kept (the invariant): *the holder is the one process that holds an exclusive* ``flock`` *on the
     file that the lock's name points at.* Every step keeps that true:
 
-    - the name is created (``O_CREAT``, never replaced) by whoever finds it missing, empty; creating it gives
-      nothing: a process holds the lock only once it has the ``flock`` *and then* sees that the name still
-      points at the file it locked (same device and inode). A process that got the ``flock`` on a file the
-      name has left (a holder released it while this one waited) lets go and starts again;
+    - whoever finds the name missing creates it, empty (``O_CREAT``: a file already there is never replaced);
+      creating it gives nothing: a process holds the lock only once it has the ``flock`` *and then* sees that
+      the name still points at the file it locked (same device and inode). A process that got the ``flock`` on
+      a file the name has left (a holder released it while this one waited) lets go and starts again;
     - only the holder removes the name, when it releases, *before* it lets go of the ``flock``. So while
       a holder holds, the name keeps pointing at its file (nobody else may remove it), and two processes
       that each saw "the name points at the file I have locked" hold locks on the same file, which ``flock``
@@ -168,7 +168,7 @@ class RunLock:
         found = _read_owner(fd)
         if found is None:
             return  # empty: made just now and never held, or its holder died before it wrote its name
-        pid, host = found.get("pid"), found.get("host")
+        pid, host = found["pid"], found["host"]
         if host != socket.gethostname() or _alive(pid):
             raise self._in_use(found)
         print(f"probcl: taking over {self.path}: its owner (pid {pid}) is no longer running", file=sys.stderr)
