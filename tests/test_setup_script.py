@@ -63,6 +63,9 @@ def test_cpu_torch_comes_from_pytorchs_cpu_index_at_the_locked_versions(tmp_path
     assert calls[:3] == [cpu_wheels, PROJECT, IMPORTS]  # first: then the lock's `torch==` is met by `+cpu`
     assert calls[3] == "-c import sys, torch; sys.exit(torch.version.cuda is not None)"
     assert len(calls) == 4
+    (tmp_path / "calls").unlink()
+    _, calls = setup(tmp_path, PROBCL_TORCH="cpu", PROBCL_TORCH_CPU_INDEX="file:///srv/torch-cpu")  # a mirror
+    assert calls[0] == cpu_wheels.replace(CPU_INDEX, "file:///srv/torch-cpu")
 
 
 @pytest.mark.skipif(platform.system() != "Linux", reason="PROBCL_TORCH=cpu changes nothing off Linux")
