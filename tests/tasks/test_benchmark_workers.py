@@ -36,7 +36,8 @@ def _bench(tmp_path: Path, suites: list[str], seeds: list[int] | None = None) ->
 
 @contextmanager
 def other_worker(cell_dir: Path) -> Iterator[subprocess.Popen]:
-    """A live process recorded as the worker holding ``cell_dir``'s claim; it lives until ``gone`` ends it."""
+    """A live process recorded as the worker holding ``cell_dir``'s claim, alive until ``gone`` ends it (at the
+    latest when the block ends)."""
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     cell_dir.mkdir(parents=True, exist_ok=True)
     owner = {"pid": proc.pid, "host": socket.gethostname(), "command": "benchmark"}
