@@ -279,19 +279,39 @@ def _mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]
     return [(e, statistics.fmean(dict(c)[e] for c in curves)) for e in epochs]
 
 
-def write_report(
+def _machine(hw: dict) -> str:
+    return (
+        f"{hw['cpu']} ({hw['cpu_count']} CPUs, {hw['torch_threads']} torch threads)"
+        f"{', GPU ' + hw['gpu'] if hw['gpu'] else ''}; torch {hw['torch']}"
+    )
+
+
+def provenance_paragraph(results: dict) -> str:
+    """Where the cells ran, as each recorded it (results.json's ``provenance``); results written before cells
+    recorded their own give the one machine and date they were stamped with."""
+    if "provenance" not in results:
+        return f"Hardware: {_machine(results['hardware'])}. Created {results['created']}."
+    summary = results["provenance"]
+    parts = [f"{_machine(m)}: {m['cells']} cell{'s' * (m['cells'] != 1)}" for m in summary["machines"]]
+    if summary["not_recorded"]:
+        parts.append(f"not recorded (cells from before each cell recorded its machine): {summary['not_recorded']}")
+    dates = (
+        f" Cells finished {summary['first_finished']} to {summary['last_finished']}."
+        if summary["first_finished"]
+        else ""
+    )
+    return "Hardware, as each cell ran (its `cell.json` provenance): " + "; ".join(parts) + "." + dates
+
+
+def report_document(
     results: dict, root: Path, headline: dict[str, str], budgets: list[Budget] | None = None
-) -> tuple[Path, Path]:
-    """Build the document and write ``root/report.md`` (figures under ``root/plots``) and ``root/report.html``;
-    with two or more ``budgets`` (this study's among them), a section of each claim's verdicts at each."""
+) -> Document:
+    """The report as a :class:`Document` (figures drawn under ``root/plots``); with two or more ``budgets`` (this
+    study's among them), a section of each claim's verdicts at each."""
     doc = Document(results["title"])
-    hw = results["hardware"]
     if results["description"]:
         doc.paragraph(results["description"].strip())
-    doc.paragraph(
-        f"Hardware: {hw['cpu']} ({hw['cpu_count']} CPUs, {hw['torch_threads']} torch threads)"
-        f"{', GPU ' + hw['gpu'] if hw['gpu'] else ''}; torch {hw['torch']}. Created {results['created']}."
-    )
+    doc.paragraph(provenance_paragraph(results))
     overrides = results["config"]["overrides"]
     if overrides:
         doc.paragraph(
@@ -330,6 +350,18 @@ def write_report(
         "Each suite records its protocol (probe, k, T, bins, eps, seeds, image counts) under `protocol` "
         "in the cell's `cells/<cell>/eval.json`; the pretraining config is in `cells/<cell>/config.yaml`."
     )
+    return doc
+
+
+def write_report(
+    results: dict, root: Path, headline: dict[str, str], budgets: list[Budget] | None = None
+) -> tuple[Path, Path]:
+    """Build the document and write ``root/report.md`` (figures under ``root/plots``) and ``root/report.html``."""
+    return write_document(report_document(results, root, headline, budgets), root)
+
+
+def write_document(doc: Document, root: Path) -> tuple[Path, Path]:
+    """Write a report's ``root/report.md`` (figures linked relative to ``root``) and ``root/report.html``."""
     md_path, html_path = root / "report.md", root / "report.html"
     atomic_write_text(md_path, doc.to_markdown(root))
     atomic_write_text(html_path, doc.to_html())
