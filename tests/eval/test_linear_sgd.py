@@ -103,3 +103,8 @@ def test_the_heldout_probe_never_sees_the_test_labels():
     first, probe = sgd_heldout_probe(x, y, test_x, test_y, 3, seed=1)
     shuffled, other = sgd_heldout_probe(x, y, test_x, test_y[torch.randperm(len(test_y))], 3, seed=1)
     assert first["protocol"] == shuffled["protocol"] and torch.equal(probe.weight, other.weight)
+
+
+def test_the_heldout_probe_is_a_suite_option_beside_the_papers():
+    options = parse_suite_options(["calibration.probes=lbfgs,sgd,sgd-heldout"])
+    assert SUITES.get("calibration").parse_options(options["calibration"]).probes == ["lbfgs", "sgd", "sgd-heldout"]
