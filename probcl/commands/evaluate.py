@@ -171,9 +171,9 @@ def _merged(evaluations: list[Evaluation], per_layer: list[EvaluateSettings]) ->
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.core.typed_config import parse_suite_options
     from probcl.errors import ConfigError
-    from probcl.tasks.evaluate import EvaluateSettings
+    from probcl.tasks.evaluate import EvaluateSettings, suite_list
 
-    suites = [s.strip() for s in args.suite.split(",") if s.strip()]
+    suites = suite_list(args.suite)
     layers = args.feature_layer or [None]
     per_layer = [  # one EvaluateSettings per feature layer, all checked before any work; the last writes the report
         options_from_flags(

@@ -148,7 +148,7 @@ def _read_file(path: Path, image_size: int, channels: int) -> torch.Tensor:
     if path.is_dir():
         raise DatasetError(
             f"{path} is a folder, not an image file: pass its files (or score the folder with "
-            f"`probcl score RUN --data folder:{path}`)"
+            f"`probcl score RUN --dataset folder:{path}`)"
         )
     if not path.exists():
         raise DatasetError(f"image file {path} does not exist")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 
 import probcl
 from probcl.config import from_dict
-from probcl.errors import ConfigError
+from probcl.errors import ConfigError, ProbclError
 from probcl.tasks.evaluate import EvaluateSettings
 
 
@@ -36,3 +37,37 @@ def test_the_settings_reach_the_model_context(tmp_path):
     # every field of the context's that EvaluateSettings also has is passed on, none forgotten
     shared = {f.name for f in dataclasses.fields(EvaluateSettings)} & {f.name for f in dataclasses.fields(ctx)}
     assert all(getattr(ctx, name) == getattr(settings, name) for name in shared)
+
+
+@pytest.fixture
+def tiny_run(tiny_config):
+    from probcl.tasks.pretrain import pretrain
+
+    return pretrain(tiny_config(**{"train.limit_train_batches": 1, "train.monitor_every_n_epochs": 0}))
+
+
+def test_python_evaluate_takes_a_suite_string_and_writes_nothing_to_stdout(tiny_run, capsys, monkeypatch):
+    monkeypatch.delenv("PROBCL_NO_PROGRESS", raising=False)
+    capsys.readouterr()
+    for stream in (sys.stdout, sys.stderr):  # as in a terminal or notebook, where progress bars are drawn
+        monkeypatch.setattr(stream, "isatty", lambda: True)
+    one = probcl.evaluate(tiny_run, suites="knn", device="cpu", max_train=200, report=False, figures=False)
+    two = probcl.evaluate(tiny_run, suites="knn,linear", device="cpu", max_train=200, report=False, figures=False)
+    assert list(one) == ["knn"] and list(two) == ["knn", "linear"]
+    assert capsys.readouterr().out == ""  # a library call leaves the caller's stdout alone
+
+
+def test_dir_and_help_list_the_lazy_functions():
+    import pydoc
+
+    assert {"load", "evaluate"} <= set(dir(probcl))
+    text = pydoc.render_doc(probcl, renderer=pydoc.plaintext)
+    assert "load(" in text and "evaluate(" in text
+
+
+def test_embedding_a_folder_names_the_current_flag(tiny_run, tmp_path):
+    (tmp_path / "odd").mkdir()
+    model = probcl.load(tiny_run, device="cpu")
+    with pytest.raises(ProbclError, match=r"--dataset folder:") as error:
+        model.embed(tmp_path / "odd")
+    assert "--data " not in str(error.value)
