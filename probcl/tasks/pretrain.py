@@ -69,7 +69,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     """Write checkpoints to a temporary file and rename, so a killed run never leaves a torn file."""
 
     def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
-        atomic_write(path, lambda fh: torch.save(checkpoint, fh))
+        try:
+            atomic_write(path, lambda fh: torch.save(checkpoint, fh))
+        except RunError as e:
+            raise RunError(f"{e} (pretraining resumes from its last checkpoint)") from None
 
 
 class MidEpochCheckpoint(ModelCheckpoint):

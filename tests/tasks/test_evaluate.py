@@ -71,3 +71,13 @@ def test_embedding_a_folder_names_the_current_flag(tiny_run, tmp_path):
     with pytest.raises(ProbclError, match=r"--dataset folder:") as error:
         model.embed(tmp_path / "odd")
     assert "--data " not in str(error.value)
+
+
+def test_fewshot_asks_for_more_max_train_only_when_it_capped_the_images(tiny_run):
+    fewshot = {"fewshot": {"fractions": [0.001]}}  # 0.1 % of at most 1437 labels: too few for 10 classes
+    common = {"device": "cpu", "report": False, "figures": False, "options": fewshot}
+    with pytest.raises(ConfigError, match="raise fewshot.fractions or add labelled images$") as every_image:
+        probcl.evaluate(tiny_run, suites="fewshot", **common)
+    assert "--max-train" not in str(every_image.value)
+    with pytest.raises(ConfigError, match="raise --max-train or fewshot.fractions$"):
+        probcl.evaluate(tiny_run, suites="fewshot", max_train=300, **common)
