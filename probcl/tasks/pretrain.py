@@ -39,15 +39,20 @@ from probcl.eval.knn import topk_accuracy, weighted_knn_scores
 from probcl.methods import METHODS, SSLMethod
 from probcl.runs.loggers import check_loggers, extra_loggers
 from probcl.runs.metrics_log import JsonlLogger
+from probcl.runs.progress_bar import EpochProgressBar
 from probcl.runs.resume import ExactResume, GracefulStop, ResumableLoader
 from probcl.tasks.startup import announce, limited_batches, steps_per_epoch, summarize
 
+# Lightning's info lines that a run has no use for: its advertising tips, the device lines that the start-up
+# summary replaces (it names the device and precision used) and its step-count estimate, printed on every run
+LIGHTNING_NOISE = ("Tip:", "GPU available:", "TPU available:", "HPU available:", "Loading `train_dataloader`")
+
 
 class _DropTips(logging.Filter):
-    """Hide Lightning's advertising tips; its device and progress messages stay."""
+    """Hide :data:`LIGHTNING_NOISE`; Lightning's other messages stay."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip:" not in record.getMessage()
+        return not any(noise in record.getMessage() for noise in LIGHTNING_NOISE)
 
 
 logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropTips())
@@ -426,7 +431,7 @@ def _configured_trainer(
         deterministic="warn" if t.deterministic else False,
         default_root_dir=str(paths.root),
         logger=loggers,
-        callbacks=callbacks,
+        callbacks=[*callbacks, *([EpochProgressBar()] if t.progress_bar else [])],
         plugins=[AtomicCheckpointIO()],
         limit_train_batches=(int(limit) if limit is not None and float(limit).is_integer() else limit),
         log_every_n_steps=max(1, min(10, limited_batches(batches, limit))),  # Lightning warns above an epoch
