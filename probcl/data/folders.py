@@ -81,6 +81,7 @@ class FolderImages(ImageSource):
         self.paths = paths
         self._labels = labels
         self.classes = classes
+        self.class_names = classes or None
         self.name = name
         self.image_size = image_size
         self.channels = channels

@@ -290,9 +290,11 @@ class ModelOnData:
 
     def protocol(self, **extra: Any) -> dict:
         """What every suite result records about its inputs, plus ``extra``."""
+        names = {"class_names": self.info.class_names} if self.info.class_names else {}
         return {
             "feature_layer": self.feature_layer,
             "train_images": len(self.features("train")[0]),
             "feature_precision": self.precision.precision,
+            **names,
             **extra,
         }

@@ -170,6 +170,7 @@ def embedding_section(doc: Document, embedding: dict | None, plot_dir: Path, lab
         embedding["labels"],
         plot_dir / "embedding-map.png",
         f"{label}: {p['feature_layer']} features, {p['images']} test images",
+        p.get("class_names"),
     )
     doc.figure(
         path,

@@ -59,6 +59,7 @@ def load_export(weights: Path, device: str | None = "auto") -> ForeignEncoder:
         recorded.get("num_classes"),
         list(source.mean),
         list(source.std),
+        recorded.get("class_names"),
     )
     encoder = ForeignEncoder(
         backbone,
