@@ -73,6 +73,9 @@ __all__ = [
 
 
 OnUnreadable = Literal["skip", "error"]  # what to do with image files that cannot be read
+# the inference batch (images per forward pass) of every entry point that runs a trained model: embed, project,
+# uncertainty, evaluate (CLI and Python), the benchmark's evaluations; a setting, not part of any result
+INFERENCE_BATCH_SIZE = 512
 
 
 @dataclass

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from probcl.commands._options import options_from_flags
-from probcl.config import ModelConfig
+from probcl.config import INFERENCE_BATCH_SIZE, ModelConfig
 from probcl.core.deprecation import RenamedFlag
 from probcl.core.feature_layer_names import FEATURE_LAYERS
 from probcl.core.precision_names import PRECISIONS
@@ -77,7 +77,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="seeded subset of this many training images for probes and kNN (default: all of them)",
     )
     p.add_argument("--seed", type=int, help="seed of the --max-train subset and the offline probe (default: 0)")
-    p.add_argument("--inference-batch-size", dest="batch_size", type=int, help="images per forward pass (default: 512)")
+    p.add_argument(
+        "--inference-batch-size",
+        dest="batch_size",
+        type=int,
+        help=f"images per forward pass (default: {INFERENCE_BATCH_SIZE})",
+    )
     p.add_argument(
         "--batch-size",
         dest="batch_size",

@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 import torch
 import torch.nn.functional as F
 
-from probcl.config import AtLeast, NonNegative, Seed, check_bounds
+from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, NonNegative, Seed, check_bounds
 from probcl.core.devices import resolve_device
 from probcl.core.feature_layer_names import FEATURE_LAYERS
 from probcl.core.layout import RunPaths
@@ -39,7 +39,7 @@ from probcl.methods.capabilities import HasUncertainty
 from probcl.models.encoder import ForeignEncoder
 from probcl.runs.loading import load_run
 
-PROBES = ("lbfgs", "sgd")  # the offline linear probes: probcl's L-BFGS logistic regression, the papers' SGD one
+LINEAR_PROBES = ("lbfgs", "sgd")  # the offline linear probes: probcl's L-BFGS logistic regression, the papers' SGD one
 T = TypeVar("T")
 
 
@@ -53,7 +53,7 @@ class ModelOnData:
 
     run_dir: Path | None
     device: str = "auto"
-    batch_size: Annotated[int, AtLeast(1)] = 512  # images per forward pass (the inference batch)
+    batch_size: Annotated[int, AtLeast(1)] = INFERENCE_BATCH_SIZE  # images per forward pass (the inference batch)
     feature_layer: str = "backbone"
     max_train: Annotated[int | None, AtLeast(1)] = None  # cap on training images (seeded subset) for probes, kNN, refs
     data_root: str | None = None
@@ -274,8 +274,8 @@ class ModelOnData:
         """The offline linear probe on the feature layer's train/test features (fitted once, then cached):
         ``lbfgs``, probcl's default (:mod:`probcl.eval.linear`), or ``sgd``, the papers' SGD-trained classifier
         with the settings ``sgd`` (:mod:`probcl.eval.linear_sgd`)."""
-        if probe not in PROBES:
-            raise ConfigError(f"unknown linear probe {probe!r}; valid: {', '.join(PROBES)}")
+        if probe not in LINEAR_PROBES:
+            raise ConfigError(f"unknown linear probe {probe!r}; valid: {', '.join(LINEAR_PROBES)}")
         sgd = sgd or SGDProbeOptions()
         key = ("probe", self.feature_layer, probe, *(dataclasses.astuple(sgd) if probe == "sgd" else ()))
         if key not in self._cache:

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from torch import nn
 
-from probcl.config import AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
+from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
 from probcl.core.feature_layer_names import FEATURE_LAYERS
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths, find_checkpoint
@@ -32,7 +32,7 @@ class EvaluateSettings:
     :func:`~probcl.config.from_dict` (``probcl evaluate``'s flags, :func:`evaluate`'s keyword arguments)."""
 
     device: str = "auto"  # auto (CUDA when present), cpu, cuda, cuda:1, ...
-    batch_size: Annotated[int, AtLeast(1)] = 512  # the inference batch: images per forward pass
+    batch_size: Annotated[int, AtLeast(1)] = INFERENCE_BATCH_SIZE  # the inference batch: images per forward pass
     # the features measured: backbone, projection, or pixels (the raw-pixel baseline)
     feature_layer: Annotated[str, OneOf(FEATURE_LAYERS)] = "backbone"
     max_train: Annotated[int | None, AtLeast(1)] = None  # seeded subset of training images for probes and kNN
