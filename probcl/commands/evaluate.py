@@ -214,9 +214,15 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
         stray = [flag for flag, value in encoder_args.items() if value is not None]
         if stray:
+            transfer = (
+                f"; to measure it on another labelled dataset, use the transfer suite: --suite transfer --option "
+                f"transfer.datasets={args.dataset}"
+                if args.dataset
+                else ""
+            )
             raise ConfigError(
                 f"{', '.join(stray)}: only with --weights; a run is evaluated on its training data "
-                f"with its own architecture and preprocessing"
+                f"with its own architecture and preprocessing{transfer}"
             )
         results = _merged([evaluate_run(args.run, suites, layer) for layer in per_layer], per_layer)
         out = Path(args.run)

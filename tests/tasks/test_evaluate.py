@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 
+import numpy as np
 import pytest
 
 import probcl
@@ -81,3 +83,31 @@ def test_fewshot_asks_for_more_max_train_only_when_it_capped_the_images(tiny_run
     assert "--max-train" not in str(every_image.value)
     with pytest.raises(ConfigError, match="raise --max-train or fewshot.fractions$"):
         probcl.evaluate(tiny_run, suites="fewshot", max_train=300, **common)
+
+
+def test_a_run_on_unlabelled_images_is_measured_on_labelled_ones_with_the_transfer_suite(tmp_path, capsys):
+    """docs/how-to/own-images.md ("Unlabeled data"): the way it gives works, and the refused spelling names it."""
+    from PIL import Image
+
+    from probcl.cli import main
+    from probcl.config import load_config
+    from probcl.tasks.pretrain import pretrain
+    from tests.conftest import tiny_overrides
+
+    rng = np.random.default_rng(0)
+    flat, labelled = tmp_path / "flat", tmp_path / "labelled"
+    flat.mkdir()
+    for i in range(64):
+        Image.fromarray(rng.integers(0, 256, (20, 20), dtype=np.uint8)).save(flat / f"{i}.png")
+    for name, level in (("dark", 40), ("light", 215)):  # two classes a probe separates by brightness alone
+        (labelled / name).mkdir(parents=True)
+        for i in range(30):
+            pixels = np.clip(level + rng.normal(0, 10, (20, 20)), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(labelled / name / f"{i}.png")
+    run = pretrain(load_config(None, tiny_overrides(tmp_path / "run", **{"data.dataset": f"folder:{flat}"})))
+    spec = f"folder:{labelled}"
+    assert main(["evaluate", str(run), "--dataset", spec]) == 2
+    assert f"--suite transfer --option transfer.datasets={spec}" in capsys.readouterr().err
+    assert main(["evaluate", str(run), "--suite", "transfer", "--option", f"transfer.datasets={spec}"]) == 0
+    result = json.loads((run / "eval.json").read_text())["transfer"]
+    assert result[spec]["top1"] > 80  # two brightness classes: a working probe on the frozen features
