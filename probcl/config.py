@@ -87,8 +87,8 @@ class DataConfig:
     )
     root: str | None = None  # data root; default: $PROBCL_DATA, then the dataset's system location
     download: bool = False  # let torchvision download datasets it knows
-    # resize to this; default: the dataset's native size (28 for the MNIST family and digits, 32 for CIFAR), and
-    # 64 for a folder (its images may differ in size), whatever size its images are
+    # resize to this; default: the dataset's native size (28 for the MNIST family and digits, 32 for CIFAR); a
+    # folder has none: 64, whatever size its images are (the start-up summary and --print-config show it)
     image_size: Annotated[int | None, AtLeast(1)] = None
     train_subset: Annotated[int | None, AtLeast(1)] = (
         None  # use only this many (seeded) training images, for quick runs
