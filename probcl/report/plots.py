@@ -109,9 +109,9 @@ MARKERS = ("o", "s", "^", "D")
 def line_styles(count: int) -> list[tuple[tuple[float, ...], str, str]]:
     """``count`` distinct (colour, line style, marker): tab10's ten colours, then again with the next line style
     and marker (40 distinct, then repeating)."""
-    colours = colormaps["tab10"].colors
+    tab10 = colormaps["tab10"]
     return [
-        (colours[i % 10], LINE_STYLES[i // 10 % len(LINE_STYLES)], MARKERS[i // 10 % len(MARKERS)])
+        (tab10(i % 10), LINE_STYLES[i // 10 % len(LINE_STYLES)], MARKERS[i // 10 % len(MARKERS)])
         for i in range(count)
     ]
 
