@@ -111,8 +111,7 @@ def line_styles(count: int) -> list[tuple[tuple[float, ...], str, str]]:
     and marker (40 distinct, then repeating)."""
     tab10 = colormaps["tab10"]
     return [
-        (tab10(i % 10), LINE_STYLES[i // 10 % len(LINE_STYLES)], MARKERS[i // 10 % len(MARKERS)])
-        for i in range(count)
+        (tab10(i % 10), LINE_STYLES[i // 10 % len(LINE_STYLES)], MARKERS[i // 10 % len(MARKERS)]) for i in range(count)
     ]
 
 
