@@ -255,7 +255,9 @@ class TrainConfig:
     monitor_test_samples: Annotated[int, AtLeast(1)] = 2000  # test images the online monitor scores
     loggers: list[str] = field(default_factory=list)  # besides metrics.jsonl/.csv (always): any of LOGGERS
     progress_bar: bool = True  # show the progress bar (off in tests and logs)
-    deterministic: bool = True  # deterministic algorithms where torch has them (warns where not)
+    # auto: on for CPU (free there; a resumed run is bit-identical), off on CUDA (cuDNN's autotuner picks the fastest
+    # kernels); true/false force it (probcl/tasks/pretrain.py: resolve_deterministic; costs in docs/speed.md)
+    deterministic: bool | str = "auto"
 
 
 @dataclass
@@ -283,6 +285,8 @@ class Config:
                 f"unknown train.loggers {', '.join(map(repr, unknown))}; valid: {', '.join(LOGGERS)} "
                 f"(metrics.jsonl/.csv are always written)"
             )
+        if isinstance(self.train.deterministic, str) and self.train.deterministic != "auto":
+            raise ConfigError(f"train.deterministic must be auto, true or false, got {self.train.deterministic!r}")
         if self.augment.crop_scale is not None:
             lo, hi = self.augment.crop_scale
             if not 0 < lo <= hi <= 1:

@@ -41,6 +41,15 @@ class ImageSource(Dataset):
         """The items at ``indices``, as a source of the same kind."""
         raise NotImplementedError
 
+    def batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The items at ``indices`` as one batch: (uint8 images N x C x H x W, int64 labels, int64 indices)."""
+        items = [self[i] for i in indices]
+        return (
+            torch.stack([image for image, _, _ in items]),
+            torch.tensor([label for _, label, _ in items], dtype=torch.long),
+            torch.tensor([index for _, _, index in items], dtype=torch.long),
+        )
+
     def seeded_indices(self, count: int | None, seed: int = 0) -> torch.Tensor:
         """All indices, or ``count`` distinct sorted ones from a seeded permutation (``count`` None = all)."""
         if count is not None and count < 1:
@@ -107,6 +116,24 @@ class TensorImages(ImageSource):
 
     def to_memory(self, num_workers: int = 0, batch_size: int = 256) -> TensorImages:
         return self
+
+    def batch(self, indices: Sequence[int] | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One indexing operation per batch (no per-image items, no collation), on the device the images are on."""
+        index = torch.as_tensor(indices, dtype=torch.long).to(self.images.device, non_blocking=True)
+        labels = self._labels[index] if self._labels is not None else torch.full_like(index, -1)
+        return self.images[index], labels, index
+
+    def to(self, device: torch.device) -> TensorImages:
+        """The same images and labels, held on ``device``."""
+        labels = None if self._labels is None else self._labels.to(device)
+        moved = TensorImages(self.images.to(device), labels, self.name, self.num_classes)
+        moved.channels_note = self.channels_note
+        return moved
+
+    def nbytes(self) -> int:
+        """Bytes of the images and labels."""
+        labels = 0 if self._labels is None else self._labels.nbytes
+        return self.images.nbytes + labels
 
     def batches(self, batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
         """(images, labels, indices, no skipped indices) in order, as slices: no per-image indexing or collation."""

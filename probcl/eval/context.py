@@ -32,14 +32,16 @@ from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.features import concat_batches, extract, pixel_features
 from probcl.eval.linear import LinearProbe, linear_probe
-from probcl.eval.linear_sgd import SGDProbeOptions, sgd_linear_probe
+from probcl.eval.linear_sgd import SGDProbeOptions, sgd_heldout_probe, sgd_linear_probe
 from probcl.eval.provenance import encoder_record, evaluated_model
 from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import HasUncertainty
 from probcl.models.encoder import ForeignEncoder
 from probcl.runs.loading import load_run
 
-LINEAR_PROBES = ("lbfgs", "sgd")  # the offline linear probes: probcl's L-BFGS logistic regression, the papers' SGD one
+# the offline linear probes: probcl's L-BFGS logistic regression, the papers' SGD one (lr 5 on raw features), and
+# the SGD one in the paper's regime with its lr chosen on held-out training images (probcl.eval.linear_sgd)
+LINEAR_PROBES = ("lbfgs", "sgd", "sgd-heldout")
 T = TypeVar("T")
 
 
@@ -272,17 +274,20 @@ class ModelOnData:
 
     def linear_probe(self, probe: str = "lbfgs", sgd: SGDProbeOptions | None = None) -> tuple[dict, LinearProbe]:
         """The offline linear probe on the feature layer's train/test features (fitted once, then cached):
-        ``lbfgs``, probcl's default (:mod:`probcl.eval.linear`), or ``sgd``, the papers' SGD-trained classifier
-        with the settings ``sgd`` (:mod:`probcl.eval.linear_sgd`)."""
+        ``lbfgs``, probcl's default (:mod:`probcl.eval.linear`), ``sgd``, the papers' SGD-trained classifier
+        with the settings ``sgd``, or ``sgd-heldout``, that classifier's regime on standardised features with its
+        lr chosen on held-out training features (:mod:`probcl.eval.linear_sgd`)."""
         if probe not in LINEAR_PROBES:
             raise ConfigError(f"unknown linear probe {probe!r}; valid: {', '.join(LINEAR_PROBES)}")
         sgd = sgd or SGDProbeOptions()
-        key = ("probe", self.feature_layer, probe, *(dataclasses.astuple(sgd) if probe == "sgd" else ()))
+        key = ("probe", self.feature_layer, probe, *(dataclasses.astuple(sgd) if probe != "lbfgs" else ()))
         if key not in self._cache:
             train_f, train_y = self.features("train")
             test_f, test_y = self.features("test")
             if probe == "sgd":
                 fitted = sgd_linear_probe(train_f, train_y, test_f, test_y, self.num_classes, sgd, self.seed)
+            elif probe == "sgd-heldout":
+                fitted = sgd_heldout_probe(train_f, train_y, test_f, test_y, self.num_classes, sgd, self.seed)
             else:
                 fitted = linear_probe(train_f, train_y, test_f, test_y, self.num_classes, seed=self.seed)
             self._cache[key] = fitted

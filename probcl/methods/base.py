@@ -32,6 +32,7 @@ from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
 from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, TrainingDivergedError
 from probcl.methods.capabilities import missing_capability
+from probcl.methods.divergence import DivergenceWatch
 from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.models.backbones import build_backbone, memory_format_for
 from probcl.models.ema import ema_update_
@@ -103,6 +104,7 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
         classes = self.data_info.num_classes
         self.online_probe = nn.Linear(self.feature_dim, classes) if classes else None
         self.training_data: ImageSource | None = None  # set by use_training_data (pretraining only)
+        self.divergence = DivergenceWatch()
         self.build()
 
     # ----------------------------------------------------------------- to implement
@@ -206,33 +208,66 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
         view1, view2 = self.views(images)
         return view1.contiguous(memory_format=self.memory_format), view2.contiguous(memory_format=self.memory_format)
 
+    def logs_this_step(self) -> bool:
+        """Whether this training step's metrics reach the loggers (every ``log_every_n_steps``-th optimiser step,
+        Lightning's rule): the only steps on which the training loop reads values back from the device, so a GPU
+        never waits for the host between logging intervals. Outside a Trainer (benchmarks, tests) every step."""
+        try:
+            trainer = self.trainer
+        except RuntimeError:  # not attached to a Trainer
+            return True
+        every = trainer.log_every_n_steps
+        return every > 0 and (self.global_step + 1) % every == 0
+
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         images, labels = batch[0], batch[1]
         view1, view2 = self.training_views(images)
         out = self.step(view1, view2, batch)
-        if not torch.isfinite(out.loss):
+        self.divergence.observe(out.loss, self.global_step)
+        probe_loss, probe_acc, labeled = self._probe_loss(out.features.detach(), labels)
+        if self.logs_this_step():
+            self.check_finite()
+            batch_size = images.shape[0]
+            self.log("train/loss", out.loss, batch_size=batch_size)  # the bar shows it (runs/progress_bar.py)
+            for name, value in out.logs.items():
+                self.log(f"train/{name}", value, batch_size=batch_size)
+            if self.online_probe is not None and int(labeled) > 0:
+                self.log("train/probe_loss", probe_loss, batch_size=int(labeled))
+                self.log("train/probe_acc", probe_acc, batch_size=int(labeled))
+        return out.loss + probe_loss
+
+    def check_finite(self) -> None:
+        """Stop with :class:`TrainingDivergedError` if any loss since the run (re)started was not finite (one
+        device read; called at logging steps and before every checkpoint, so no checkpoint holds a diverged
+        state)."""
+        bad = self.divergence.first_bad()
+        if bad is not None:
+            step, value = bad
             raise TrainingDivergedError(
-                f"{self.cfg.method}: the loss became {out.loss.item()} at step {self.global_step}. "
+                f"{self.cfg.method}: the loss became {value} at step {step}. "
                 f"Likely fix: {self.divergence_hint}. The last good checkpoint is kept in "
                 f"{self.cfg.run_dir}/checkpoints/."
             )
-        loss = out.loss + self._probe_loss(out.features.detach(), labels)
-        batch_size = images.shape[0]
-        self.log("train/loss", out.loss, prog_bar=True, batch_size=batch_size)
-        for name, value in out.logs.items():
-            self.log(f"train/{name}", value, batch_size=batch_size)
-        return loss
 
-    def _probe_loss(self, features: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.check_finite()
+
+    def _probe_loss(
+        self, features: torch.Tensor, labels: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The online probe's cross-entropy and accuracy over the batch's labeled images (label >= 0), and their
+        count, all on the device (no host read): zero loss when there are none or the data has no classes."""
         labeled = labels >= 0
-        if self.online_probe is None or not labeled.any():
-            return features.new_zeros(())
-        logits = self.online_probe(features[labeled])
-        loss = F.cross_entropy(logits, labels[labeled])
-        acc = (logits.argmax(1) == labels[labeled]).float().mean()
-        self.log("train/probe_loss", loss, batch_size=int(labeled.sum()))
-        self.log("train/probe_acc", acc, batch_size=int(labeled.sum()))
-        return loss
+        count = labeled.sum()
+        if self.online_probe is None:
+            zero = features.new_zeros(())
+            return zero, zero, count
+        logits = self.online_probe(features)
+        per_image = F.cross_entropy(logits, labels.clamp_min(0), reduction="none")
+        denominator = count.clamp_min(1)
+        loss = (per_image * labeled).sum() / denominator
+        acc = ((logits.argmax(1) == labels) & labeled).sum() / denominator
+        return loss, acc, count
 
     def optimizer_step(self, *args: Any, **kwargs: Any) -> None:
         super().optimizer_step(*args, **kwargs)

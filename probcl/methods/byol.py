@@ -78,9 +78,10 @@ class BYOL(DirectionalEncoder, SSLMethod[BYOLParams]):
         _, _, p2 = self.online(view2)
         t1, t2 = self.target(view1), self.target(view2)
         loss = self.hp.w_byol * byol_loss(p1, p2, t1, t2)
-        std = self.collapse_watch(z1, self.global_step)
+        std = self.collapse_watch(z1, self.global_step, self.logs_this_step())
         return StepOutput(loss, h1, {"embedding_std": std})
 
     def after_optimizer_step(self, steps_done: int) -> None:
         super().after_optimizer_step(steps_done)
-        self.log("train/tau", self.momentum(steps_done))
+        if self.logs_this_step():
+            self.log("train/tau", self.momentum(steps_done))

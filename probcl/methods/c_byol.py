@@ -86,7 +86,10 @@ class CBYOL(StochasticEncoder, BYOL):
         t1, t2 = self.target(view1), self.target(view2)
         loss12, reg12, res12 = self._direction(p1, t1, t2)
         loss21, reg21, res21 = self._direction(p2, t2, t1)
-        logs = {"regression": (reg12 + reg21).detach(), "embedding_std": self.collapse_watch(z1, self.global_step)}
+        logs = {
+            "regression": (reg12 + reg21).detach(),
+            "embedding_std": self.collapse_watch(z1, self.global_step, self.logs_this_step()),
+        }
         if res12 is not None and res21 is not None:
             logs["residual_xzy"] = (0.5 * (res12 + res21)).detach()
         return StepOutput(loss12 + loss21, h1, logs)

@@ -39,8 +39,12 @@ class CollapseWatch:
     def __init__(self, method: str, threshold: float) -> None:
         self.method, self.threshold, self.warned = method, threshold, False
 
-    def __call__(self, z: torch.Tensor, step: int) -> torch.Tensor:
+    def __call__(self, z: torch.Tensor, step: int, inspect: bool = True) -> torch.Tensor:
+        """The embedding std of ``z`` (a device tensor, for logging); read back and compared with the threshold
+        only when ``inspect`` (the training loop passes its logging steps: no host-device sync in between)."""
         std = embedding_std(z)
+        if not inspect:
+            return std
         scaled = float(std) * math.sqrt(z.shape[1])
         if not self.warned and scaled < self.threshold:
             self.warned = True

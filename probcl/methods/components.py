@@ -127,10 +127,9 @@ class KeyQueue(nn.Module):
                 f"method_args.queue_size={size} is smaller than the {keys.shape[0]} keys of one "
                 f"global batch; raise queue_size"
             )
-        ptr = int(self.ptr)
-        slots = (ptr + torch.arange(keys.shape[0], device=self.queue.device)) % size
+        slots = (self.ptr + torch.arange(keys.shape[0], device=self.queue.device)) % size  # on the device: no sync
         self.queue[slots] = keys.to(self.queue.dtype)
-        self.ptr.fill_((ptr + keys.shape[0]) % size)
+        self.ptr.copy_((self.ptr + keys.shape[0]) % size)
 
 
 # Checkpoint names from before the key path and the queue became components (owner attributes).

@@ -43,37 +43,41 @@ class LARS(torch.optim.Optimizer):
     @torch.no_grad()
     def step(self, closure=None):
         loss = closure() if closure is not None else None
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = lars_gradient(p, group) if group["lars"] else p.grad
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = grad.clone()
-                else:
-                    state["momentum_buffer"].mul_(group["momentum"]).add_(grad)
-                p.add_(state["momentum_buffer"], alpha=-group["lr"])
+        for group in self.param_groups:  # each group in a few multi-tensor (foreach) operations
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            grads = lars_gradients(params, group) if group["lars"] else [p.grad for p in params]
+            started = [i for i, p in enumerate(params) if "momentum_buffer" in self.state[p]]
+            for i in sorted(set(range(len(params))) - set(started)):
+                self.state[params[i]]["momentum_buffer"] = grads[i].clone()
+            if started:
+                buffers = [self.state[params[i]]["momentum_buffer"] for i in started]
+                torch._foreach_mul_(buffers, group["momentum"])
+                torch._foreach_add_(buffers, [grads[i] for i in started])
+            torch._foreach_add_(params, [self.state[p]["momentum_buffer"] for p in params], alpha=-group["lr"])
         return loss
 
 
-def lars_gradient(p: torch.Tensor, group: dict) -> torch.Tensor:
-    """LARS's rescaled gradient of one tensor: trust * (g + wd w), trust = eta ||w|| / ||g + wd w|| (1 when either
-    norm is 0; with ``clip``, min(trust, lr) / lr), from the group's ``weight_decay``, ``eta``, ``clip``, ``lr``."""
-    assert p.grad is not None
-    grad = p.grad.add(p, alpha=group["weight_decay"])
-    w_norm, g_norm = torch.linalg.vector_norm(p), torch.linalg.vector_norm(grad)
+def lars_gradients(params: list[torch.Tensor], group: dict) -> list[torch.Tensor]:
+    """LARS's rescaled gradient of each tensor: trust * (g + wd w), trust = eta ||w|| / ||g + wd w|| (1 when either
+    norm is 0; with ``clip``, min(trust, lr) / lr), from the group's ``weight_decay``, ``eta``, ``clip``, ``lr``; in
+    multi-tensor operations (a handful of kernels for the whole group, however many tensors it has)."""
+    grads = torch._foreach_add([p.grad for p in params], params, alpha=group["weight_decay"])  # type: ignore[misc]
+    w_norm = torch.stack(torch._foreach_norm(params))
+    g_norm = torch.stack(torch._foreach_norm(grads))
     trust = torch.where((w_norm > 0) & (g_norm > 0), group["eta"] * w_norm / g_norm, torch.ones_like(w_norm))
     if group["clip"] and group["lr"] > 0:
         trust = trust.clamp(max=group["lr"]) / group["lr"]
-    return grad.mul(trust)
+    torch._foreach_mul_(grads, list(trust.unbind()))
+    return grads
 
 
 class LARSAdam(torch.optim.Adam):
     """Adam on LARS-rescaled gradients: the TaU authors' optimiser (their ``LARSWrapper(Adam, eta=0.001,
     clip=False)``, docs/methods/tau.md#from-the-authors-code; the paper's text says "LARS with learning rate 1e-4").
 
-    Before each Adam step, every adapted tensor's gradient is replaced by :func:`lars_gradient` (weight decay
+    Before each Adam step, every adapted tensor's gradient is replaced by :func:`lars_gradients` (weight decay
     folded in, then scaled to norm eta ||w||), and Adam itself applies no weight decay. Adam divides each
     coordinate by its running RMS, so the rescaling mostly changes how past steps are weighted and where Adam's
     eps starts to matter: a tensor's coordinates whose share of its gradient norm is small (TaU's temperature
@@ -100,9 +104,9 @@ class LARSAdam(torch.optim.Adam):
         for group in self.param_groups:
             if not group["lars"]:
                 continue
-            for p in group["params"]:
-                if p.grad is not None:
-                    p.grad = lars_gradient(p, group)
+            params = [p for p in group["params"] if p.grad is not None]
+            for p, grad in zip(params, lars_gradients(params, group)):
+                p.grad = grad
             group["weight_decay"] = 0.0  # folded into the rescaled gradient
         try:
             super().step()

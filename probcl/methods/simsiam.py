@@ -55,5 +55,5 @@ class SimSiam(SSLMethod[SimSiamParams]):
         z1, z2 = self.projector(h1), self.projector(h2)
         p1, p2 = self.predictor(z1), self.predictor(z2)
         loss = simsiam_loss(p1, p2, z1, z2)
-        std = self.collapse_watch(z1, self.global_step)
+        std = self.collapse_watch(z1, self.global_step, self.logs_this_step())
         return StepOutput(loss, h1, {"embedding_std": std})

@@ -44,8 +44,10 @@ class SplitBatchNorm(nn.BatchNorm2d):
         running_var = self.running_var.repeat(self.splits) if self.running_var is not None else None
         weight = self.weight.repeat(self.splits) if self.weight is not None else None
         bias = self.bias.repeat(self.splits) if self.bias is not None else None
-        tracked = 0 if self.num_batches_tracked is None else int(self.num_batches_tracked)
-        momentum = self.momentum if self.momentum is not None else 1.0 / (tracked + 1)  # None: cumulative average
+        if self.momentum is not None:
+            momentum = self.momentum
+        else:  # None: cumulative average (the only case that reads the count back from the device)
+            momentum = 1.0 / (int(self.num_batches_tracked if self.num_batches_tracked is not None else 0) + 1)
         out = F.batch_norm(groups, running_mean, running_var, weight, bias, True, momentum, self.eps)
         if (
             running_mean is not None

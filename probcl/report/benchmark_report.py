@@ -16,7 +16,7 @@ from probcl.core.metrics_file import epoch_curve
 from probcl.errors import ConfigError
 from probcl.report import plots
 from probcl.report.budgets import Budget, budgets_markdown, budgets_section
-from probcl.report.claim_stats import BEYOND, ClaimResult
+from probcl.report.claim_stats import BEYOND, ClaimResult, span
 from probcl.report.claims import evaluate_claims
 from probcl.report.controls import controls_table
 from probcl.report.document import Document
@@ -63,7 +63,7 @@ def verdict_table(doc: Document, verdicts: list[ClaimResult]) -> None:
         [
             "claim",
             "verdict",
-            "deciding comparison (the paper's kind of evidence): mean difference [95 % interval]",
+            "deciding comparison (the paper's kind of evidence): mean difference, paired and Welch intervals",
             "why",
             "beyond the paper (stress sets; not in the verdict)",
         ],
@@ -114,7 +114,7 @@ def study_short_markdown(
             ]
             for r in evaluate_claims(results)
         ]
-        doc.table(["claim", "verdict", "deciding comparison: mean difference [95 % interval]"], rows)
+        doc.table(["claim", "verdict", "deciding comparison: mean difference, paired and Welch intervals"], rows)
     if budgets:
         budgets_markdown(doc, budgets)
     return doc.to_markdown(Path("."), title=False)
@@ -138,14 +138,23 @@ def claims_section(doc: Document, results: dict) -> None:
     """Each configured claim: the paper's numbers, ours, the paired difference over seeds and the verdict."""
     groups = results["groups"]
     doc.paragraph(
-        "Each comparison pairs the cells of one seed; the interval is the two-sided 95 % Student-t "
-        "interval of the mean paired difference (positive supports the claim). Verdicts: *reproduced* "
-        "(interval above 0, or above -margin for 'no worse than' claims), *contradicted* (below 0), "
-        "*not reproduced* (includes 0 and excludes the paper's effect), *inconclusive at this budget* "
-        "(otherwise, or a single seed). The papers' settings (datasets, networks, epochs) differ from ours. "
+        "Each comparison is analysed twice: *paired* (the two-sided Student-t interval of the mean of the per-seed "
+        "differences, the cells of one seed paired) and *Welch* (the unpaired interval of the difference of the two "
+        "arms' means, their variances estimated separately); positive supports the claim. Each interval gives a "
+        "verdict: *reproduced* (above 0, or above -margin for 'no worse than' claims), *contradicted* (below 0, or "
+        "below -margin), *not reproduced* (neither, and the paper's effect lies above it), *inconclusive at this "
+        "budget* (otherwise, or a single seed). A comparison is reproduced or contradicted only when both analyses "
+        "agree; otherwise it is inconclusive, and the reason says so. The comparisons that decide a claim are "
+        "Holm-corrected for their number: ordered by p-value (the larger of the two analyses' test of no "
+        "difference), the k-th of m gets intervals at 1 - 0.05 / (m - k + 1) until one is not significant, and "
+        "every later one keeps that level. An arm that is one number in every seed (a constant such as chance, or "
+        "the deep ensemble of all seeds) is named as that number, not given a spread; a value that is a code in "
+        "some seed (e.g. 'never reached', coded 1.5) gets no interval, only the count of seeds. The papers' "
+        "settings (datasets, networks, epochs) differ from ours. "
         "A claim is judged on the paper's kind of evidence only (e.g. natural-image dataset shifts for OOD: "
         "held-out classes and digits): its verdict is the weakest of those comparisons'. Stress sets the paper "
-        "never used (synthetic noise, inverted images) are reported beside it as findings beyond the paper."
+        "never used (synthetic noise, inverted images) are reported beside it as findings beyond the paper "
+        "(uncorrected 95 % intervals)."
     )
     verdicts = evaluate_claims(results)
     verdict_table(doc, verdicts)
@@ -157,10 +166,15 @@ def claims_section(doc: Document, results: dict) -> None:
             ours = "; ".join(
                 f"{g} {k}: {format_stat(groups.get(g, {}).get('metrics', {}).get(k)) or 'n/a'}" for g, k in c.shown
             )
-            interval = f"[{c.interval[0]:+.3g}, {c.interval[1]:+.3g}]" if c.interval else "—"
             mean = f"{c.mean:+.3g}" if c.mean is not None else "—"
             kind = "beyond the paper" if c.evidence == BEYOND else "paper's kind"
-            rows.append([c.label, kind, ours or "—", str(len(c.seeds)), mean, interval, c.verdict, c.reason()])
+            level = f"{100 * c.level:.3g} %" + (f" (Holm, {c.family})" if c.family > 1 else "") if c.measured else "—"
+            paired, welch = (
+                f"{span(i)}: {v}" if i else "—" for i, v in ((c.interval, c.paired_verdict), (c.welch, c.welch_verdict))
+            )
+            rows.append(
+                [c.label, kind, ours or "—", str(len(c.seeds)), mean, level, paired, welch, c.verdict, c.reason()]
+            )
         doc.table(
             [
                 "comparison",
@@ -168,7 +182,9 @@ def claims_section(doc: Document, results: dict) -> None:
                 "ours (mean ± std over seeds)",
                 "seeds",
                 "difference",
-                "95 % interval",
+                "level",
+                "paired interval",
+                "Welch interval",
                 "verdict",
                 "why",
             ],
@@ -263,19 +279,39 @@ def _mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]
     return [(e, statistics.fmean(dict(c)[e] for c in curves)) for e in epochs]
 
 
-def write_report(
+def _machine(hw: dict) -> str:
+    return (
+        f"{hw['cpu']} ({hw['cpu_count']} CPUs, {hw['torch_threads']} torch threads)"
+        f"{', GPU ' + hw['gpu'] if hw['gpu'] else ''}; torch {hw['torch']}"
+    )
+
+
+def provenance_paragraph(results: dict) -> str:
+    """Where the cells ran, as each recorded it (results.json's ``provenance``); results written before cells
+    recorded their own give the one machine and date they were stamped with."""
+    if "provenance" not in results:
+        return f"Hardware: {_machine(results['hardware'])}. Created {results['created']}."
+    summary = results["provenance"]
+    parts = [f"{_machine(m)}: {m['cells']} cell{'s' * (m['cells'] != 1)}" for m in summary["machines"]]
+    if summary["not_recorded"]:
+        parts.append(f"not recorded (cells from before each cell recorded its machine): {summary['not_recorded']}")
+    dates = (
+        f" Cells finished {summary['first_finished']} to {summary['last_finished']}."
+        if summary["first_finished"]
+        else ""
+    )
+    return "Hardware, as each cell ran (its `cell.json` provenance): " + "; ".join(parts) + "." + dates
+
+
+def report_document(
     results: dict, root: Path, headline: dict[str, str], budgets: list[Budget] | None = None
-) -> tuple[Path, Path]:
-    """Build the document and write ``root/report.md`` (figures under ``root/plots``) and ``root/report.html``;
-    with two or more ``budgets`` (this study's among them), a section of each claim's verdicts at each."""
+) -> Document:
+    """The report as a :class:`Document` (figures drawn under ``root/plots``); with two or more ``budgets`` (this
+    study's among them), a section of each claim's verdicts at each."""
     doc = Document(results["title"])
-    hw = results["hardware"]
     if results["description"]:
         doc.paragraph(results["description"].strip())
-    doc.paragraph(
-        f"Hardware: {hw['cpu']} ({hw['cpu_count']} CPUs, {hw['torch_threads']} torch threads)"
-        f"{', GPU ' + hw['gpu'] if hw['gpu'] else ''}; torch {hw['torch']}. Created {results['created']}."
-    )
+    doc.paragraph(provenance_paragraph(results))
     overrides = results["config"]["overrides"]
     if overrides:
         doc.paragraph(
@@ -314,6 +350,18 @@ def write_report(
         "Each suite records its protocol (probe, k, T, bins, eps, seeds, image counts) under `protocol` "
         "in the cell's `cells/<cell>/eval.json`; the pretraining config is in `cells/<cell>/config.yaml`."
     )
+    return doc
+
+
+def write_report(
+    results: dict, root: Path, headline: dict[str, str], budgets: list[Budget] | None = None
+) -> tuple[Path, Path]:
+    """Build the document and write ``root/report.md`` (figures under ``root/plots``) and ``root/report.html``."""
+    return write_document(report_document(results, root, headline, budgets), root)
+
+
+def write_document(doc: Document, root: Path) -> tuple[Path, Path]:
+    """Write a report's ``root/report.md`` (figures linked relative to ``root``) and ``root/report.html``."""
     md_path, html_path = root / "report.md", root / "report.html"
     atomic_write_text(md_path, doc.to_markdown(root))
     atomic_write_text(html_path, doc.to_html())

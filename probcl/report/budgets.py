@@ -1,6 +1,8 @@
 """A study's claims at several budgets side by side (a benchmark config's ``budgets:``, e.g. the study at 936 and at
-4,680 optimiser steps): per claim, the verdict at each budget, the comparison that decides it with its 95 % interval,
-and whether the verdict moved with budget; and the "verdict vs budget" figure of those intervals.
+4,680 optimiser steps): per claim, the verdict at each budget, then one comparison read at every budget (the one that
+decides the claim at the last budget with a verdict, so that the budgets are compared on the same comparison) with
+its paired and Welch intervals, and whether its verdict moved with budget; and the "verdict vs budget" figure of
+those intervals.
 
 A :class:`Budget` is one benchmark config's results (its published ``results.json``; ``None`` before its first cell)
 and its plan (the cells and groups of its grid), so that a budget that has not run, or has run in part, shows as
@@ -16,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from probcl.report import plots
-from probcl.report.claim_stats import PAPER, VERDICT_ORDER, Claim, ClaimResult, judge_claims
+from probcl.report.claim_stats import PAPER, VERDICT_ORDER, Claim, ClaimResult, ComparisonResult, judge_claims
 from probcl.report.claims import parse_claims
 from probcl.report.document import Document
 
@@ -86,27 +88,78 @@ def moved(verdicts: list[str], one_seed: Sequence[str] = ()) -> str:
     return "no" if len(set(judged)) == 1 else "yes: " + " → ".join(judged)
 
 
-def _one_seed(result: ClaimResult | None) -> bool:
-    """Whether the claim's verdict at ``budget`` rests on a single seed (its deciding comparison has no interval)."""
+def _weakest(budget: Budget, result: ClaimResult | None) -> list[str]:
+    """The paper-kind comparisons that share the claim's verdict at ``budget`` (the deciding one and its equals)."""
+    if result is None or result.deciding is None or not budget.plans(result.claim):
+        return []
+    return [c.label for c in result.comparisons if c.evidence == PAPER and c.verdict == result.deciding.verdict]
+
+
+def anchor(budgets: list[Budget], results: list[ClaimResult | None]) -> str | None:
+    """The label of the comparison a claim's budgets are compared on: one that decides it at the last budget that
+    plans it and has a verdict (of several equally weak ones there, the one equally weak at most budgets); the same
+    comparison is then read at every budget (None: no budget has data)."""
+    weakest = [_weakest(b, r) for b, r in zip(budgets, results)]
+    last = next((labels for labels in reversed(weakest) if labels), [])
+    return max(last, key=lambda label: sum(label in labels for labels in weakest), default=None)
+
+
+def same_comparison(result: ClaimResult | None, label: str | None) -> ComparisonResult | None:
+    """The comparison called ``label`` in ``result`` (None when either is missing)."""
+    if result is None or label is None:
+        return None
+    return next((c for c in result.comparisons if c.label == label), None)
+
+
+def _comparison_verdict(budget: Budget, result: ClaimResult | None, comparison: ComparisonResult | None) -> str:
+    """The verdict of the compared comparison at ``budget``, or why there is none."""
+    if result is None or not budget.plans(result.claim):
+        return NOT_PLANNED
+    if comparison is not None and comparison.verdict != "missing":
+        return comparison.verdict
+    return NOT_RUN if not budget.done else NO_DATA
+
+
+def _cell(result: ClaimResult | None, comparison: ComparisonResult | None) -> str:
+    """The compared comparison at one budget: its numbers and verdict, and the comparison that decides the claim
+    there when that is another one."""
+    if comparison is None or comparison.mean is None:
+        return "—"
+    text = f"{comparison.numbers()}: {comparison.verdict}"
     deciding = result.deciding if result is not None else None
-    return deciding is not None and deciding.mean is not None and deciding.interval is None
+    if deciding is not None and deciding.label != comparison.label:
+        text += f" (the claim is decided here by {deciding.label}: {deciding.numbers()}: {deciding.verdict})"
+    return text
 
 
 def budget_table(doc: Document, budgets: list[Budget]) -> None:
-    """One row per claim: its verdict at each budget, the comparison deciding it at each, and whether it moved."""
+    """One row per claim: its verdict at each budget, then ONE comparison (the one deciding it at the last budget
+    with a verdict) at every budget, and whether that comparison's verdict moved with budget."""
     rows = []
     for claim, results in claims_by_budget(budgets):
         verdicts = [shown_verdict(b, r) for b, r in zip(budgets, results)]
-        deciding = [r.deciding.describe() if r is not None and r.deciding else "—" for r in results]
-        shown = [f"**{v}**" if v in VERDICT_ORDER else v for v in verdicts]
-        one_seed = [b.label for b, r in zip(budgets, results) if _one_seed(r)]
-        rows.append([f"{claim.paper}: {claim.statement}", *shown, *deciding, moved(verdicts, one_seed)])
+        label = anchor(budgets, results)
+        compared = [same_comparison(r, label) for r in results]
+        moves = [_comparison_verdict(b, r, c) for b, r, c in zip(budgets, results, compared)]
+        one_seed = [
+            b.label for b, c in zip(budgets, compared) if c is not None and c.mean is not None and not c.seeds[1:]
+        ]
+        rows.append(
+            [
+                f"{claim.paper}: {claim.statement}",
+                *(f"**{v}**" if v in VERDICT_ORDER else v for v in verdicts),
+                label or "—",
+                *(_cell(r, c) for r, c in zip(results, compared)),
+                moved(moves, one_seed),
+            ]
+        )
     doc.table(
         [
             "claim",
             *(f"verdict at {b.label} ({b.status})" for b in budgets),
-            *(f"deciding comparison at {b.label}: mean difference [95 % interval]" for b in budgets),
-            "moved with budget",
+            "compared at every budget: the comparison deciding the claim at the last budget with a verdict",
+            *(f"at {b.label}: mean difference, paired and Welch intervals: its verdict" for b in budgets),
+            "this comparison moved with budget",
         ],
         rows,
     )
@@ -116,9 +169,13 @@ def budgets_paragraph(budgets: list[Budget]) -> str:
     """What the budget table shows and where each budget's results come from."""
     sources = "; ".join(f"{b.label}: {b.source or 'results'} ({b.status})" for b in budgets)
     return (
-        f"The same claims at each budget ({sources}), each judged on that budget's own cells. *Moved with budget* "
-        "compares the verdicts of the budgets that have one, once each rests on two or more seeds; a budget still "
-        "running gives a verdict from the seeds it has."
+        f"The same claims at each budget ({sources}), each judged on that budget's own cells. Each comparison "
+        "shows its paired and its Welch (unpaired) interval; it is reproduced or contradicted only when both "
+        "agree, and the intervals of the comparisons that decide a claim are Holm-corrected for their number "
+        "(the level and the number are shown when above one). The claim is then compared across budgets on one "
+        "comparison, the one deciding it at the last budget with a verdict: *moved with budget* compares that "
+        "comparison's verdicts, once each rests on two or more seeds; a budget still running gives a verdict from "
+        "the seeds it has."
     )
 
 
@@ -129,28 +186,34 @@ def budgets_markdown(doc: Document, budgets: list[Budget]) -> None:
 
 
 def _panel(claim: Claim, budgets: list[Budget], results: list[ClaimResult | None]) -> tuple | None:
-    """One claim's panel of :func:`probcl.report.plots.interval_panels`, None when no budget has a mean."""
-    rows, guides, labels = [], {0.0}, []
+    """One claim's panel of :func:`probcl.report.plots.interval_panels` (the compared comparison's paired and Welch
+    intervals at each budget), None when no budget has a mean."""
+    label = anchor(budgets, results)
+    rows, guides, unit = [], {0.0}, ""
     for budget, result in zip(budgets, results):
-        deciding = result.deciding if result is not None else None
-        mean, interval = (deciding.mean, deciding.interval) if deciding else (None, None)
-        rows.append((f"{budget.label}\n{shown_verdict(budget, result)}", mean, interval))
-        if deciding:
-            guides.add(-deciding.margin)
-            labels.append(f"{deciding.label} ({deciding.unit})")
-    if not labels:
+        c = same_comparison(result, label)
+        mean = c.mean if c is not None else None
+        name = f"{budget.label}: {c.verdict if c is not None and mean is not None else shown_verdict(budget, result)}"
+        rows.append((f"{name}\npaired", mean, c.interval if c else None))
+        rows.append(("Welch", mean, c.welch if c else None))
+        if c is not None and mean is not None:
+            guides.add(-c.margin)
+            unit = c.unit
+    if not unit or label is None:
         return None
-    xlabel = "\n".join(textwrap.wrap(" / ".join(dict.fromkeys(labels)), 70))
+    xlabel = "\n".join(textwrap.wrap(f"{label} ({unit})", 70))
     return f"{claim.paper}: {claim.statement}", xlabel, rows, sorted(guides)
 
 
 def budget_figure(budgets: list[Budget], path: Path) -> Path | None:
-    """The "verdict vs budget" figure: per claim, the deciding mean difference and its 95 % interval at each
-    budget (dashed: 0 and the "no worse than" margin); None when no budget has a verdict yet."""
+    """The "verdict vs budget" figure: per claim, one comparison (the one deciding it at the last budget with a
+    verdict), its mean difference and its paired and Welch intervals at each budget (dashed: 0 and the "no worse than"
+    margin); None when no budget has a verdict yet."""
     panels = [p for claim, results in claims_by_budget(budgets) if (p := _panel(claim, budgets, results))]
     if not panels:
         return None
-    return plots.interval_panels(panels, path, "verdict vs budget: deciding mean difference, 95 % interval")
+    title = "verdict vs budget: one comparison per claim, paired and Welch intervals"
+    return plots.interval_panels(panels, path, title)
 
 
 def budgets_section(doc: Document, budgets: list[Budget], plot_dir: Path) -> None:
@@ -160,6 +223,7 @@ def budgets_section(doc: Document, budgets: list[Budget], plot_dir: Path) -> Non
     if path is not None:
         doc.figure(
             path,
-            "Verdict vs budget: each claim's deciding mean difference (positive supports the claim) with its 95 % "
-            "interval at each budget (a dot alone: one seed)",
+            "Verdict vs budget: per claim, the comparison deciding it at the last budget, its mean difference "
+            "(positive supports the claim) with its paired and Welch intervals at each budget (a dot alone: one seed "
+            "or a coded value)",
         )

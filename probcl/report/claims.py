@@ -16,14 +16,15 @@ Each claim is a mapping (the study's are in ``probcl/presets/fashion-mnist/study
           evidence: paper           # optional: paper (decides the verdict) or beyond (a stress set)
           shown: [[ebclr, linear/top1], [simclr, linear/top1]]  # optional: default, every metric the value reads
 
-A comparison's ``value`` (positive supports the claim) is an expression over one seed's metrics:
+A comparison's ``value`` (positive supports the claim) is an expression over one seed's metrics; when it is a
+``minus``, its two terms are the comparison's arms (the unpaired analysis compares them), otherwise the arms are the
+value and 0. Expressions:
 a number; ``{metric: [group, key]}`` (with ``default: x`` for a missing key and ``requires: key2``, None unless
 the group has key2); ``{mean: [group, [key, ...]]}``; ``{minus: [a, b]}``; ``{best: [a, b, ...]}``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from probcl.errors import ConfigError
@@ -32,8 +33,9 @@ from probcl.report.claim_stats import (
     PAPER,
     Claim,
     ClaimResult,
+    Code,
     Comparison,
-    Metrics,
+    Value,
     best_of,
     constant,
     difference,
@@ -43,14 +45,14 @@ from probcl.report.claim_stats import (
     metric_or,
 )
 
-Value = Callable[[Metrics], float | None]
 EXPRESSIONS = ("metric", "mean", "minus", "best")
 CLAIM_KEYS = {"paper", "statement", "paper_numbers", "comparisons", "notes"}
 COMPARISON_KEYS = {"label", "value", "unit", "margin", "paper_effect", "evidence", "shown"}
 
 
-def parse_value(expr: Any, where: str, reads: list[tuple[str, str]]) -> Value:
-    """The value function of one expression; appends the (group, metric) pairs it reads to ``reads``."""
+def parse_value(expr: Any, where: str, reads: list[tuple[str, str]], codes: list[Code]) -> Value:
+    """The value function of one expression; appends the (group, metric) pairs it reads to ``reads`` and the codes
+    it may stand for (a metric's ``default``) to ``codes``."""
     if isinstance(expr, (int, float)) and not isinstance(expr, bool):
         return constant(float(expr))
     if not isinstance(expr, dict) or len(set(expr) & set(EXPRESSIONS)) != 1:
@@ -62,7 +64,11 @@ def parse_value(expr: Any, where: str, reads: list[tuple[str, str]]) -> Value:
             raise ConfigError(f"{where}: metric takes [group, key], got {args!r}")
         reads.append((args[0], args[1]))
         if "default" in expr or "requires" in expr:
-            return metric_or(args[0], args[1], float(expr.get("default", 0.0)), str(expr.get("requires", args[1])))
+            value, code = metric_or(
+                args[0], args[1], float(expr.get("default", 0.0)), str(expr.get("requires", args[1]))
+            )
+            codes.append(code)
+            return value
         return metric(args[0], args[1])
     if kind == "mean":
         if not (isinstance(args, list) and len(args) == 2 and isinstance(args[1], list)):
@@ -73,7 +79,7 @@ def parse_value(expr: Any, where: str, reads: list[tuple[str, str]]) -> Value:
         raise ConfigError(
             f"{where}: {kind} takes a list of {'2 values' if kind == 'minus' else 'values'}, got {args!r}"
         )
-    parts = [parse_value(a, f"{where}.{kind}[{i}]", reads) for i, a in enumerate(args)]
+    parts = [parse_value(a, f"{where}.{kind}[{i}]", reads, codes) for i, a in enumerate(args)]
     return difference(parts[0], parts[1]) if kind == "minus" else best_of(*parts)
 
 
@@ -88,16 +94,24 @@ def parse_comparison(data: Any, where: str) -> Comparison:
     if evidence not in (PAPER, BEYOND):
         raise ConfigError(f"{where}.evidence must be {PAPER} or {BEYOND}, got {evidence!r}")
     reads: list[tuple[str, str]] = []
-    value = parse_value(data["value"], f"{where}.value", reads)
+    codes: list[Code] = []
+    expr = data["value"]
+    arms = expr.get("minus") if isinstance(expr, dict) and set(expr) == {"minus"} else None
+    if isinstance(arms, list) and len(arms) == 2:  # the two arms, for the unpaired analysis
+        ours, theirs = (parse_value(a, f"{where}.value.minus[{i}]", reads, codes) for i, a in enumerate(arms))
+    else:
+        ours, theirs = parse_value(expr, f"{where}.value", reads, codes), constant(0.0)
     shown = data.get("shown")
     return Comparison(
         str(data["label"]),
-        value,
+        ours,
+        theirs,
         unit=str(data.get("unit", "points")),
         margin=float(data.get("margin", 0.0)),
         paper_effect=None if data.get("paper_effect") is None else float(data["paper_effect"]),
         shown=tuple(dict.fromkeys(reads)) if shown is None else tuple((str(g), str(k)) for g, k in shown),
         evidence=evidence,
+        codes=tuple(codes),
     )
 
 

@@ -26,11 +26,12 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 from probcl.core.distributed import rank, world_size
-from probcl.runs.metrics_log import JsonlLogger
+from probcl.data.sources import ImageSource, TensorImages
 from probcl.errors import RunError
+from probcl.runs.metrics_log import JsonlLogger
 
 _SEED_STRIDE = 1_000_003  # a prime: (seed, step, rank) -> distinct seeds for any realistic run
 
@@ -41,8 +42,13 @@ def step_seed(seed: int, step: int, process: int = 0) -> int:
 
 
 def seed_all(seed: int) -> None:
-    """Seed torch (CPU and CUDA), numpy and python's ``random``."""
-    torch.manual_seed(seed)
+    """Seed torch (CPU and CUDA), numpy and python's ``random``.
+
+    The CUDA generators are seeded only once CUDA is initialised (a training step's is): ``torch.manual_seed``
+    would also query the devices on every call, a cost per step on a machine without them."""
+    torch.random.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
     np.random.seed(seed % 2**32)
     random.seed(seed)
 
@@ -71,24 +77,81 @@ class ResumableSampler(Sampler[int]):
     def __len__(self) -> int:
         return self.size // world_size()
 
-    def __iter__(self) -> Iterator[int]:
+    def remaining(self) -> torch.Tensor:
+        """The indices this epoch still has to visit (after ``skip``, which is then spent)."""
         share, skip = self._share(), self.skip
         self.skip = 0  # only the resumed epoch starts late
-        return iter(share[skip:].tolist())
+        return share[skip:]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.remaining().tolist())
+
+
+class _ResumableBatches(BatchSampler):
+    """Full batches of a :class:`ResumableSampler`'s order, passing Lightning's ``set_epoch`` on to it. With a
+    ``device`` (an in-memory set held on a GPU) the epoch's order is copied there once and each batch is a slice
+    of it, so no step copies indices from the host."""
+
+    sampler: ResumableSampler
+    device: torch.device | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.device is None:
+            yield from super().__iter__()
+            return
+        order = self.sampler.remaining().to(self.device)
+        for start in range(0, len(order) - self.batch_size + 1, self.batch_size):
+            yield order[start : start + self.batch_size]
+
+
+class _WholeBatches(Dataset):
+    """A dataset indexed by a batch's list of indices: :meth:`ImageSource.batch` (one indexing operation for an
+    in-memory set; per-image reads, in the loader's worker processes, for a streamed one)."""
+
+    def __init__(self, source: ImageSource) -> None:
+        self.source = source
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, indices: list[int] | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.source.batch(indices)
 
 
 class ResumableLoader(DataLoader):
-    """A shuffling DataLoader whose position (epoch, batches consumed) Lightning checkpoints.
+    """A shuffling DataLoader of whole batches whose position (epoch, batches consumed) Lightning checkpoints.
 
     The training loop reports each batch it starts with :meth:`consumed` (see
     :class:`ExactResume`): prefetched batches do not count, so the saved position is exactly
-    the number of batches whose optimiser step the checkpoint contains.
+    the number of batches whose optimiser step the checkpoint contains. Each batch is fetched in one call
+    (:meth:`~probcl.data.sources.ImageSource.batch`), not image by image and collated.
     """
 
-    def __init__(self, dataset: Dataset, batch_size: int, seed: int, **kwargs: Any) -> None:
-        self.order = ResumableSampler(len(dataset), seed)  # type: ignore[arg-type]
-        super().__init__(dataset, batch_size=batch_size, sampler=self.order, drop_last=True, **kwargs)
+    def __init__(self, source: ImageSource, batch_size: int, seed: int, **kwargs: Any) -> None:
+        self.order = ResumableSampler(len(source), seed)
+        self.images_per_batch = batch_size
+        self.batches = _WholeBatches(source)
+        self.batch_order = _ResumableBatches(self.order, batch_size, drop_last=True)
+        super().__init__(self.batches, batch_size=None, sampler=self.batch_order, **kwargs)
         self.position = {"epoch": 0, "batches": 0}
+
+    def hold_on(self, device: torch.device, max_fraction: float = 0.25) -> bool:
+        """Keep an in-memory training set on ``device`` (a GPU), so batches are indexed there and never copied
+        from the host; only without worker processes, and only when it takes at most ``max_fraction`` of the
+        device's free memory. Call it before iterating (batches are then not pinned). Returns whether it moved."""
+        source = self.batches.source
+        if device.type != "cuda" or not isinstance(source, TensorImages) or self.num_workers > 0:
+            return False
+        free, _ = torch.cuda.mem_get_info(device)
+        if source.nbytes() > max_fraction * free:
+            return False
+        self.batches.source = source.to(device)
+        self.batch_order.device = device
+        self.pin_memory = False  # the batches are on the device already
+        return True
 
     def consumed(self, batches: int) -> None:
         """Record that the loop has started ``batches`` batches of the current epoch."""
@@ -103,7 +166,7 @@ class ResumableLoader(DataLoader):
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.position = dict(state)
-        self.order.epoch, self.order.skip = state["epoch"], state["batches"] * self.batch_size  # type: ignore[operator]
+        self.order.epoch, self.order.skip = state["epoch"], state["batches"] * self.images_per_batch
 
 
 class ExactResume(Callback):

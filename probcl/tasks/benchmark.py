@@ -38,7 +38,7 @@ from probcl.tasks.benchmark_grid import (
     method_seeds,
     method_suites,
 )
-from probcl.tasks.benchmark_results import CELL_FILE, rebuild_report, restore_published
+from probcl.tasks.benchmark_results import CELL_FILE, RESTORED_FILE, provenance, rebuild_report, restore_published
 
 ERROR_FILE = "error.log"  # the traceback of a cell that failed unexpectedly
 CLAIM_FILE = ".claim"  # a benchmark worker's hold on a cell while it trains or evaluates it
@@ -59,7 +59,8 @@ def train_cell(cfg: Config) -> tuple[dict, bool]:
             raise ConfigError(
                 f"{paths.root} was trained with a different config; delete that folder or use another --out"
             )
-        if not record.get("retry") and (record.get("error") or record.get("restored") or paths.last.exists()):
+        restored = (paths.root / RESTORED_FILE).exists()
+        if not record.get("retry") and (record.get("error") or restored or paths.last.exists()):
             return record, False
     start_epoch = (
         int(torch.load(paths.last, map_location="cpu", weights_only=False).get("epoch", 0))
@@ -84,6 +85,7 @@ def train_cell(cfg: Config) -> tuple[dict, bool]:
         epochs=cfg.train.epochs,
         precision=resolve_precision(cfg.train.precision, cfg.train.accelerator).precision,
         timing="wall time of the pretraining call (data loading, training, per-epoch monitor)",
+        provenance=provenance(),
     )
     if start_epoch == 0:  # a resumed cell's wall time does not cover whole epochs
         record["seconds_per_epoch"] = round(seconds / cfg.train.epochs, 2)
@@ -129,6 +131,10 @@ def evaluate_cell(bench: BenchmarkConfig, cell: Cell, root: Path, suites: list[s
         )
         evaluate_run(run_dir, missing, settings)
     return missing
+
+
+def _restored(root: Path, cell: Cell) -> bool:
+    return (root / "cells" / cell.name / RESTORED_FILE).exists()
 
 
 def _trained(root: Path, cell: Cell) -> bool:
@@ -205,12 +211,13 @@ def run_benchmark(
         except RunInUseError as e:
             log(f"[{i}/{len(cells)}] skipped {cell.name}: another worker has it ({e.owner})")
             continue
-        status = (
-            f"failed: {record['error'].splitlines()[0]}"
-            if record.get("error")
-            else f"{record.get('seconds_per_epoch', '-')} s/epoch"
-        )
-        log(f"[{i}/{len(cells)}] trained {cell.name}: {status}")
+        if record.get("error"):
+            status = f"failed: {record['error'].splitlines()[0]}"
+        elif not changed:  # trained in an earlier run, or restored from the published copy: nothing ran now
+            status = "restored from the published copy" if _restored(root, cell) else "trained in an earlier run"
+        else:
+            status = f"{record.get('seconds_per_epoch', '-')} s/epoch"
+        log(f"[{i}/{len(cells)}] {'trained' if changed else 'done'} {cell.name}: {status}")
         changed = evaluate_ready(bench, root, cells[:i], log) or changed
         if changed:  # rebuilding costs ~1 min with the study's plots: not for every finished cell on a resume
             rebuild_report(bench, root, log)

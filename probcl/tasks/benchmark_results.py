@@ -1,6 +1,11 @@
 """A benchmark's results: ``results.json`` (every cell's scalar metrics and their mean/std over seeds), the
 reports, and the ``publish`` mirror of finished cells' small files that lets a study be committed as it goes
 and resumed from a fresh checkout.
+
+Provenance (hardware, torch threads, date, code version) belongs to each cell as it was run: its ``cell.json``
+records it when it trains (:func:`provenance`), and ``results.json`` carries each cell's and a summary of them,
+never the machine that merely rebuilt the report. So ``results.json`` and the reports are a function of the cells:
+restoring a published study in a fresh checkout and rebuilding leaves the published files as they were.
 """
 
 from __future__ import annotations
@@ -9,21 +14,24 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
 import torch
 
-from probcl.config import Config, ConfigError, recipe, to_plain
+from probcl.config import Config, ConfigError, from_dict, recipe, to_plain
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths
 from probcl.core.metrics_file import read_metrics
 from probcl.core.run_lock import RunLock
 from probcl.eval.ood import PROBE_OUTPUTS
+from probcl.report.document import Document
 from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source, method_seeds, method_suites
 
-CELL_FILE = "cell.json"  # a cell's training record: its config, time, and error if it failed
+CELL_FILE = "cell.json"  # a cell's training record: its config, time, provenance, and error if it failed
+RESTORED_FILE = "restored.json"  # marks a working copy of a published cell (never published itself)
 REPORT_LOCK = ".report.lock"  # held while results.json, the reports and the publish mirror are written
 
 
@@ -44,6 +52,54 @@ def hardware() -> dict:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
+    }
+
+
+def code_version() -> dict:
+    """The probcl version and, in a git checkout, its commit (``+dirty`` with uncommitted changes; None outside)."""
+    import probcl
+
+    here = Path(probcl.__file__).resolve().parent
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=30, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = "", ""
+    return {"probcl": probcl.__version__, "commit": (commit + ("+dirty" if dirty else "")) or None}
+
+
+def provenance() -> dict:
+    """Where and when a cell ran, with which code: :func:`hardware`, :func:`code_version` and the UTC time now."""
+    return {
+        **hardware(),
+        "code": code_version(),
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+MACHINE_KEYS = ("cpu", "cpu_count", "torch_threads", "gpu", "torch")  # what makes two cells' machines the same
+
+
+def provenance_summary(rows: list[dict]) -> dict:
+    """results.json's summary of its cells' provenance: each machine (CPU, CPUs, torch threads, GPU, torch) with the
+    cells that ran on it, how many cells predate the record, and the first and last date a cell finished."""
+    machines: dict[str, dict] = {}
+    for row in rows:
+        record = row.get("provenance")
+        if record:
+            machine = {k: record.get(k) for k in MACHINE_KEYS}
+            machines.setdefault(repr(machine), {**machine, "cells": 0})["cells"] += 1
+    dates = sorted(row["provenance"]["finished"] for row in rows if (row.get("provenance") or {}).get("finished"))
+    return {
+        "machines": list(machines.values()),
+        "not_recorded": sum(not row.get("provenance") for row in rows),
+        "first_finished": dates[0] if dates else None,
+        "last_finished": dates[-1] if dates else None,
     }
 
 
@@ -109,6 +165,7 @@ def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
                     # what the run trained in (cells from before this was recorded: the precision configured)
                     "precision": record.get("precision") or record.get("config", {}).get("train", {}).get("precision"),
                 },
+                "provenance": record.get("provenance"),  # as the cell ran (None: it predates the record)
                 "metrics": metrics,
             }
         )
@@ -129,8 +186,7 @@ def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
     return {
         "title": bench.title,
         "description": bench.description,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "hardware": hardware(),
+        "provenance": provenance_summary(rows),  # the cells' own, never the machine that rebuilt this file
         # the precisions the cells trained in: one, for results that compare cells (a study pins it)
         "precisions": sorted({str(row["train"]["precision"]) for row in rows}),
         "config": to_plain(bench),
@@ -168,7 +224,8 @@ def restore_published(
     bench: BenchmarkConfig, cells: list[Cell], configs: dict[Cell, Config], root: Path, log: Callable[[str], None]
 ) -> None:
     """Bring back into ``root`` the complete cells that ``publish`` holds but ``root`` lacks (a later session,
-    a fresh checkout): they count as done (no checkpoint: they are not trained or evaluated again)."""
+    a fresh checkout): their files copied unchanged and marked by a ``restored.json`` beside them, they count as
+    done (no checkpoint: they are not trained or evaluated again)."""
     if not bench.publish:
         return
 
@@ -186,8 +243,8 @@ def restore_published(
         if recipe(record["config"]) != recipe(to_plain(configs[cell].to_dict())):
             log(f"not restoring {cell.name}: {source} was trained with another config")
             continue
-        _copy_files(source, dest)
-        atomic_write_json(dest / CELL_FILE, {**record, "restored": str(source)})
+        _copy_files(source, dest)  # byte for byte: publishing the working copy back changes nothing
+        atomic_write_json(dest / RESTORED_FILE, {"from": str(source)})
         log(f"restored {cell.name} from {source}")
 
 
@@ -219,8 +276,28 @@ def _rebuild_report(bench: BenchmarkConfig, root: Path, log: Callable[[str], Non
         if not published_cells:
             return root
         published = collect(bench, published_cells, target)
-        published["created"] = results["created"]
         atomic_write_json(target / "results.json", published)
         write_report(published, target, bench.headline, load_budgets(bench, published))
         log(f"published to {target}")
     return root
+
+
+def published_report(folder: Path, root: Path = Path(".")) -> Document:
+    """The report of a published ``results.json`` (its folder, e.g. ``docs/results/study-fmnist-v2``), rebuilt from
+    that file alone with the config it carries (other budgets' results read under ``root``): what the folder's
+    report.md must say. Figures are drawn under ``folder/plots``."""
+    from probcl.report.benchmark_report import report_document
+    from probcl.tasks.benchmark_budgets import load_budgets
+
+    results = read_json(folder / "results.json")
+    if results is None:
+        raise ConfigError(f"no results.json in {folder}")
+    bench = from_dict(BenchmarkConfig, results["config"], f"{folder / 'results.json'} config")
+    return report_document(results, folder, bench.headline, load_budgets(bench, results, root))
+
+
+def write_published_report(folder: Path, root: Path = Path(".")) -> Path:
+    """Rewrite ``folder``'s report.md and report.html from its results.json (:func:`published_report`)."""
+    from probcl.report.benchmark_report import write_document
+
+    return write_document(published_report(folder, root), folder)[0]

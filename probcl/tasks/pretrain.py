@@ -39,7 +39,7 @@ from probcl.eval.knn import topk_accuracy, weighted_knn_scores
 from probcl.methods import METHODS, SSLMethod
 from probcl.runs.loggers import check_loggers, extra_loggers
 from probcl.runs.metrics_log import JsonlLogger
-from probcl.runs.progress_bar import EpochProgressBar
+from probcl.runs.progress_bar import LoggedStepProgressBar
 from probcl.runs.resume import ExactResume, GracefulStop, ResumableLoader
 from probcl.tasks.startup import announce, limited_batches, steps_per_epoch, summarize
 
@@ -259,9 +259,44 @@ def _trainer(**kwargs: Any) -> pl.Trainer:
         ) from None
 
 
+def _trains_on_gpu(t: TrainConfig) -> bool:
+    """Whether the run's accelerator setting resolves to CUDA GPUs on this machine."""
+    return t.accelerator in ("gpu", "cuda") or (t.accelerator == "auto" and torch.cuda.is_available())
+
+
+def _single_gpu(t: TrainConfig) -> torch.device | None:
+    """The one CUDA device a single-process run trains on, or None (CPU, several devices or machines)."""
+    if not _trains_on_gpu(t) or t.num_nodes > 1:
+        return None
+    devices = t.devices
+    if isinstance(devices, str) and devices.strip().isdigit():
+        devices = int(devices)
+    if devices == 1 or (devices == "auto" and torch.cuda.device_count() == 1):
+        return torch.device("cuda", 0)
+    if isinstance(devices, (list, tuple)) and len(devices) == 1 and isinstance(devices[0], int):
+        return torch.device("cuda", devices[0])
+    return None
+
+
+def resolve_deterministic(t: TrainConfig) -> tuple[bool, str]:
+    """``train.deterministic`` for this machine, with the reason the run prints: ``auto`` is on for CPUs (it costs
+    nothing there and keeps a resumed run bit-identical) and off on CUDA (cuDNN's autotuner then picks the fastest
+    convolution kernels, at the price of run-to-run bit differences)."""
+    gpu = _trains_on_gpu(t)
+    if t.deterministic == "auto":
+        if gpu:
+            return False, (
+                "deterministic auto -> off on CUDA: cuDNN's autotuner picks the fastest kernels; a seeded run is "
+                "then not bit-identical on GPU (--train.deterministic true for that; its cost: docs/speed.md)"
+            )
+        return True, "deterministic auto -> on (CPU: costs nothing; a seeded or resumed run is bit-identical)"
+    on = bool(t.deterministic)
+    return on, f"deterministic {'on' if on else 'off'} (train.deterministic {str(on).lower()})"
+
+
 def check_devices(t: TrainConfig) -> None:
     """Refuse ``train.devices`` beyond what this machine has (GPUs when used, else CPU cores)."""
-    gpu = t.accelerator in ("gpu", "cuda") or (t.accelerator == "auto" and torch.cuda.is_available())
+    gpu = _trains_on_gpu(t)
     have = torch.cuda.device_count() if gpu else (os.cpu_count() or 1)
     kind = "GPUs" if gpu else "CPU cores"
     devices = t.devices
@@ -326,7 +361,11 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         persistent_workers=cfg.data.num_workers > 0,
         pin_memory=torch.cuda.is_available(),
     )
+    gpu = _single_gpu(t)
+    if gpu is not None and loader.hold_on(gpu) and _is_rank_zero():
+        print(f"probcl: the training set is held on {gpu}: batches are made there", file=sys.stderr)
     precision = resolve_precision(t.precision, t.accelerator)
+    deterministic, deterministic_reason = resolve_deterministic(t)
     callbacks = [
         *callbacks,
         ExactResume(loader, t.seed, metrics_log),
@@ -335,12 +374,14 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         StartupClock(called),
         *_checkpoint_callbacks(paths, t),
         *_monitor_callbacks(cfg, train, paths, unreadable),
+        *([LoggedStepProgressBar()] if t.progress_bar else []),
     ]
     loggers: list[Logger] = [metrics_log, *extra_loggers(t.loggers, paths.root, resuming=ckpt_path is not None)]
     if _is_rank_zero():
         unreadable.report(paths.unreadable)
         print(f"probcl: {precision.line()}", file=sys.stderr)
-    trainer = _configured_trainer(cfg, paths, loggers, callbacks, precision.precision, len(loader))
+        print(f"probcl: {deterministic_reason}", file=sys.stderr)
+    trainer = _configured_trainer(cfg, paths, loggers, callbacks, precision.precision, len(loader), deterministic)
     if _is_rank_zero():
         announce(summarize(cfg, train, trainer))
     with warnings.catch_warnings():
@@ -414,10 +455,16 @@ def _monitor_callbacks(cfg: Config, train: ImageSource, paths: RunPaths, unreada
 
 
 def _configured_trainer(
-    cfg: Config, paths: RunPaths, loggers: list[Logger], callbacks: list, precision: str, batches: int
+    cfg: Config,
+    paths: RunPaths,
+    loggers: list[Logger],
+    callbacks: list,
+    precision: str,
+    batches: int,
+    deterministic: bool,
 ) -> pl.Trainer:
-    """The Lightning trainer of a run: its hardware, precision and epoch limits (``batches`` per epoch before
-    ``train.limit_train_batches``), our checkpoint I/O; sync BatchNorm on CPU refused."""
+    """The Lightning trainer of a run: its hardware, precision, determinism and epoch limits (``batches`` per
+    epoch before ``train.limit_train_batches``), our checkpoint I/O; sync BatchNorm on CPU refused."""
     t = cfg.train
     limit = t.limit_train_batches
     trainer = _trainer(
@@ -428,10 +475,11 @@ def _configured_trainer(
         num_nodes=t.num_nodes,
         precision=precision,
         sync_batchnorm=t.sync_batchnorm,
-        deterministic="warn" if t.deterministic else False,
+        deterministic="warn" if deterministic else False,
+        benchmark=not deterministic,  # cuDNN's autotuner (ignored on CPU)
         default_root_dir=str(paths.root),
         logger=loggers,
-        callbacks=[*callbacks, *([EpochProgressBar()] if t.progress_bar else [])],
+        callbacks=callbacks,
         plugins=[AtomicCheckpointIO()],
         limit_train_batches=(int(limit) if limit is not None and float(limit).is_integer() else limit),
         log_every_n_steps=max(1, min(10, limited_batches(batches, limit))),  # Lightning warns above an epoch

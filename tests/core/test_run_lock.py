@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import sys
 import pytest
 from conftest import reproducible_rows
 
+from benchmarks.lock_stress import stress
 from probcl.core.layout import RunPaths
 from probcl.core.run_lock import RunLock
 from probcl.errors import RunError
@@ -56,6 +58,58 @@ def test_the_same_process_cannot_write_a_run_twice(tmp_path):
         with pytest.raises(RunError, match="in use"):
             with RunLock(tmp_path / "run", "pretrain"):
                 pass
+
+
+def test_a_run_dir_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "run").write_text("not a folder")
+    with pytest.raises(RunError, match="run is an existing file, not a directory"):
+        with RunLock(tmp_path / "run", "pretrain"):
+            pass
+
+
+HOLD_THEN_FORK = """
+import os, sys
+from probcl.core.run_lock import RunLock
+with RunLock(sys.argv[1], "pretrain"):
+    child = os.fork()  # as a DataLoader worker is forked
+    if child == 0:
+        sys.stdin.read()  # lives until the test closes the pipe
+        os._exit(0)
+    print(child, flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_killed_holder_is_taken_over_even_while_its_forked_child_lives(tmp_path, capsys):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THEN_FORK, str(tmp_path / "run")], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert holder.stdin is not None and holder.stdout is not None
+    child = int(holder.stdout.readline())  # the lock is held and the child forked
+    try:
+        with pytest.raises(RunError, match=f"in use by `probcl pretrain` \\(pid {holder.pid} on "):
+            with RunLock(tmp_path / "run", "evaluate"):
+                pass
+        holder.kill()
+        holder.wait()
+        os.kill(child, 0)  # the child still runs, with its copy of the holder's descriptors
+        with RunLock(tmp_path / "run", "evaluate"):
+            assert json.loads((tmp_path / "run" / ".lock").read_text())["pid"] == os.getpid()
+        assert f"its owner (pid {holder.pid}) is no longer running" in capsys.readouterr().err
+    finally:
+        os.kill(child, signal.SIGKILL)  # alive until its stdin closes, so this pid is still its own
+        holder.stdin.close()
+        holder.kill()
+        holder.wait()
+
+
+def test_processes_taking_one_lock_in_turn_never_hold_it_together(tmp_path):
+    """8 processes x 150 holds, waiting on one run directory's lock that the holder who made the folder removes:
+    never two holders, nobody fails, and no "taking over" (nobody died). The lock before this one failed all three
+    ways here (issue 43; benchmarks/lock_stress.py runs larger sizes)."""
+    result = stress(tmp_path, processes=8, rounds=150)
+    assert result["holds"] == 8 * 150, result
+    assert (result["overlaps"], result["takeovers"], result["failures"]) == (0, 0, []), result
 
 
 def test_no_resume_moves_the_old_run_aside(tiny_config, capsys):

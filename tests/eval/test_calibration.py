@@ -1,4 +1,5 @@
-"""ECE/MCE (VEM eq. 16-19) against a hand-computed case and torchmetrics; Brier; temperature scaling."""
+"""ECE/MCE (VEM eq. 16-19) against a hand-computed case and torchmetrics; Brier; temperature scaling; the ECE's
+bootstrap spread and the floor of a calibrated probe against their closed forms in a one-bin case."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from probcl.core.calibration_bins import calibration_errors
 from probcl.eval.calibration import (
     brier_score,
     calibration_metrics,
+    ece_bootstrap,
+    ece_floor,
+    ece_floor_from_bins,
     fit_temperature,
     reliability_bins,
 )
@@ -88,3 +92,38 @@ def test_a_confidence_exactly_on_an_edge_opens_the_upper_bin(n_bins):
     edges = [k / n_bins for k in range(n_bins)] + [1.0]
     counts = reliability_bins(torch.tensor(edges, dtype=torch.float64), torch.ones(n_bins + 1), n_bins)["count"]
     assert counts == [1] * (n_bins - 1) + [2]
+
+
+def _one_bin(n: int, p: float) -> torch.Tensor:
+    """Logits whose softmax is (p, 1 - p) for every one of n images: one confidence, one bin, class 0 predicted."""
+    return torch.tensor([math.log(p), math.log(1 - p)], dtype=torch.float64).repeat(n, 1)
+
+
+def test_the_ece_floor_of_a_calibrated_probe_matches_the_normal_approximation():
+    """Every image at confidence p, labels drawn from the probe's own probabilities: the ECE is |mean(correct) - p|,
+    whose expectation for n images is sqrt(2 / pi) * sqrt(p (1 - p) / n) (the mean absolute value of a normal;
+    8,000 images, p 0.8: 0.00357), a floor that a perfectly calibrated probe does not go below."""
+    n, p = 8000, 0.8
+    floor = ece_floor(_one_bin(n, p), 20, resamples=2000, seed=0)
+    expected = math.sqrt(2 / math.pi) * math.sqrt(p * (1 - p) / n)
+    assert floor["mean"] == pytest.approx(expected, rel=0.06) and floor["resamples"] == 2000
+    assert floor["std"] == pytest.approx(math.sqrt(1 - 2 / math.pi) * math.sqrt(p * (1 - p) / n), rel=0.1)
+    # the same floor from the reliability bins alone (what a published eval.json keeps)
+    bins = calibration_metrics(_one_bin(n, p), torch.zeros(n, dtype=torch.long))["bins"]
+    from_bins = ece_floor_from_bins(bins, resamples=2000, seed=1)
+    assert from_bins["mean"] == pytest.approx(expected, rel=0.06) and from_bins["std"] == pytest.approx(
+        floor["std"], rel=0.1
+    )
+
+
+def test_the_ece_bootstrap_spread_matches_the_binomial_one():
+    """Confidence 0.8 everywhere and 7,200 of 8,000 correct: every resample's ECE is its accuracy minus 0.8, so its
+    spread is the binomial sqrt(0.9 * 0.1 / 8000) = 0.00335 and its 95 % range about 0.1 +- 1.96 of that."""
+    n = 8000
+    labels = torch.cat([torch.zeros(7200, dtype=torch.long), torch.ones(800, dtype=torch.long)])
+    boot = ece_bootstrap(_one_bin(n, 0.8), labels, 20, resamples=1000, seed=0)
+    sd = math.sqrt(0.9 * 0.1 / n)
+    assert boot["std"] == pytest.approx(sd, rel=0.08)
+    assert boot["low"] == pytest.approx(0.1 - 1.96 * sd, abs=5e-4) and boot["high"] == pytest.approx(
+        0.1 + 1.96 * sd, abs=5e-4
+    )

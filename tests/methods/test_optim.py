@@ -30,6 +30,30 @@ def test_lars_step_matches_the_trust_ratio_formula(eta, lr, wd):
     assert torch.allclose(w1, w0 - lr * trust * d, rtol=0, atol=1e-12)
 
 
+def test_lars_over_steps_on_several_tensors_follows_the_momentum_recursion():
+    """Three steps on tensors of different shapes (one with a zero gradient: trust 1), against v <- m v + trust g,
+    w <- w - lr v written out per tensor."""
+    torch.manual_seed(1)
+    eta, lr, wd, m = 0.01, 0.5, 1e-3, 0.9
+    shapes = [(4, 3), (7,), (2, 2, 3)]
+    start = [torch.randn(s, dtype=torch.float64) for s in shapes]
+    grads = [[torch.randn(s, dtype=torch.float64) for s in shapes] for _ in range(3)]
+    grads[1][1] = torch.zeros(7, dtype=torch.float64)  # wd * w alone: the trust ratio is still defined
+    params = [nn.Parameter(w.clone()) for w in start]
+    opt = LARS(params, lr=lr, momentum=m, weight_decay=wd, eta=eta)
+    expected, velocity = [w.clone() for w in start], [None] * len(shapes)
+    for step in range(3):
+        for i, p in enumerate(params):
+            p.grad = grads[step][i].clone()
+            d = grads[step][i] + wd * expected[i]
+            trust = eta * expected[i].norm() / d.norm() if expected[i].norm() > 0 and d.norm() > 0 else 1.0
+            velocity[i] = trust * d if velocity[i] is None else m * velocity[i] + trust * d
+            expected[i] = expected[i] - lr * velocity[i]
+        opt.step()
+        for p, w in zip(params, expected):
+            assert torch.allclose(p.detach(), w, rtol=0, atol=1e-12)
+
+
 def test_lars_clip_caps_the_local_lr_at_the_global_lr():
     eta, wd = 0.5, 0.0  # a large eta: the trust ratio exceeds the lr, so LARC clips it to exactly lr
     w0, g, w1 = _one_step(eta, True, 0.01, wd)

@@ -50,24 +50,64 @@ def rows(budgets: list[Budget]) -> list[list[str]]:
     ]
 
 
+SHORT_LINEAR = (
+    "+2 points, paired [-0.484, +4.48], Welch [-0.484, +4.48]; the comparator is one number in every seed (80)"
+)
+LONG_LINEAR = "+4 points, paired [+1.52, +6.48], Welch [+1.52, +6.48]; the comparator is one number in every seed (85)"
+SHORT_KNN = "-3 points, paired [-5.48, -0.516], Welch [-5.48, -0.516]; the comparator is one number in every seed (70)"
+
+
 def test_one_claim_moves_with_budget_and_one_does_not():
+    # SimCLR is one number in every seed of the fixtures, so the Welch interval is EBCLR's own, the paired one
     linear, knn = rows([budget("short", SHORT), budget("long", LONG)])
     assert linear == [
         "EBCLR: Higher linear accuracy than SimCLR.",
         "**inconclusive at this budget**",
         "**reproduced**",
-        "EBCLR - SimCLR, linear top-1: +2 [-0.484, +4.48] points",
-        "EBCLR - SimCLR, linear top-1: +4 [+1.52, +6.48] points",
+        "EBCLR - SimCLR, linear top-1",
+        f"{SHORT_LINEAR}: inconclusive at this budget",
+        f"{LONG_LINEAR}: reproduced",
         "yes: inconclusive at this budget → reproduced",
     ]
     assert knn == [
         "EBCLR: Higher kNN accuracy than SimCLR.",
         "**contradicted**",
         "**contradicted**",
-        "EBCLR - SimCLR, kNN top-1: -3 [-5.48, -0.516] points",
-        "EBCLR - SimCLR, kNN top-1: -5 [-7.48, -2.52] points",
+        "EBCLR - SimCLR, kNN top-1",
+        f"{SHORT_KNN}: contradicted",
+        "-5 points, paired [-7.48, -2.52], Welch [-7.48, -2.52]; the comparator is one number in every seed (75): "
+        "contradicted",
         "no",
     ]
+
+
+def test_the_budgets_are_compared_on_the_same_comparison():
+    """One claim of both comparisons. Short budget: EBCLR's kNN lowered by 10 (differences -14, -13, -12: kNN
+    contradicted decides; linear +1, +2, +3 inconclusive). Long: kNN raised by 10 (+4, +5, +6: reproduced) and linear
+    lowered by 3 (0, +1, +2: inconclusive, deciding). The row reads linear at both budgets (the comparison deciding
+    at the last one), names kNN where it decides instead, and linear did not move although the claim's verdict did."""
+    both = {"ebclr": {"paper": "EBCLR", "statement": "both", "paper_numbers": "n",
+                      "comparisons": [c for claim in CLAIMS.values() for c in claim["comparisons"]]}}  # fmt: skip
+
+    def moved_by(results: dict, knn: float, linear: float) -> dict:
+        shift = {"knn/top1": knn, "linear/top1": linear}
+        cells = [
+            {**c, "metrics": {k: v + shift.get(k, 0.0) for k, v in c["metrics"].items()}}
+            if c["group"] == "ebclr"
+            else c
+            for c in results["cells"]
+        ]
+        return {**results, "cells": cells, "config": {**results["config"], "claims": both}}
+
+    budgets = [Budget("short", moved_by(SHORT, -10, 0), 6, GROUPS), Budget("long", moved_by(LONG, 10, -3), 6, GROUPS)]
+    doc = Document("t")
+    budget_table(doc, budgets)
+    row = [cell.strip() for cell in doc.to_markdown(Path(".")).splitlines()[4].strip("|").split("|")]
+    assert row[1:4] == ["**contradicted**", "**inconclusive at this budget**", "EBCLR - SimCLR, linear top-1"]
+    assert row[4].startswith("+2 points, paired [") and row[4].endswith(": contradicted)")
+    assert ": inconclusive at this budget (the claim is decided here by EBCLR - SimCLR, kNN top-1: -13 points" in row[4]
+    assert row[5].startswith("+1 points, paired [") and row[5].endswith(": inconclusive at this budget")
+    assert row[6] == "no"  # linear's verdicts; the claim's (kNN's, then linear's) moved
 
 
 def test_a_budget_without_cells_shows_as_not_run_and_a_partial_one_as_partial():
@@ -78,11 +118,19 @@ def test_a_budget_without_cells_shows_as_not_run_and_a_partial_one_as_partial():
     assert linear[1:] == [
         "**inconclusive at this budget**",
         NOT_RUN,
-        "EBCLR - SimCLR, linear top-1: +1 points",
+        "EBCLR - SimCLR, linear top-1",
+        "+1 points (one seed: no interval): inconclusive at this budget",
         "—",
         "—",
     ]
-    assert knn[1:] == ["**inconclusive at this budget**", NOT_RUN, "EBCLR - SimCLR, kNN top-1: -4 points", "—", "—"]
+    assert knn[1:] == [
+        "**inconclusive at this budget**",
+        NOT_RUN,
+        "EBCLR - SimCLR, kNN top-1",
+        "-4 points (one seed: no interval): inconclusive at this budget",
+        "—",
+        "—",
+    ]
     doc = Document("t")
     budget_table(doc, [partial, missing])
     header = doc.to_markdown(Path(".")).splitlines()[2]
@@ -117,7 +165,9 @@ def test_a_one_seed_verdict_does_not_count_as_moved():
     assert moved(["reproduced", NOT_RUN], ["4,680 steps"]) == "—"
     # in the table: the short budget's kNN is contradicted on 3 seeds, the long one's single seed is inconclusive
     linear, knn = rows([budget("short", SHORT), budget("long", first_seed(LONG))])
-    assert knn[1:3] == ["**contradicted**", "**inconclusive at this budget**"]
+    assert knn[1:3] == ["**contradicted**", "**inconclusive at this budget**"] and knn[5].startswith(
+        "-6 points (one seed"
+    )
     assert linear[-1] == knn[-1] == "not yet: one seed at long"
 
 

@@ -44,7 +44,7 @@ def test_verdict_table_shows_the_weakest_comparison_and_its_reason():
     claim = study_claims()["vem-accuracy"]  # VEM-Langevin - SimCLR, then VEM-SVGD - SimCLR, linear top-1
     by_seed = {
         s: {
-            "simclr": {"linear/top1": 80.0},
+            "simclr": {"linear/top1": 80.0 + s / 100},
             "vem-langevin": {"linear/top1": 81.0 + s / 10},
             "vem-svgd": {"linear/top1": v},
         }
@@ -56,8 +56,9 @@ def test_verdict_table_shows_the_weakest_comparison_and_its_reason():
     doc = Document("t")
     verdict_table(doc, [result])
     row = doc.to_markdown(Path("."), title=False).splitlines()[2]
-    # VEM-SVGD - SimCLR: -2, -2.5, -1.6 -> mean -2.03; a hand-checked sign and the reason's wording
-    assert "**contradicted**" in row and "VEM-SVGD - SimCLR, linear top-1: -2.03 [" in row and "lies below 0" in row
+    # VEM-SVGD - SimCLR: -2, -2.51, -1.62 -> mean -2.04; a hand-checked sign and the reason's wording
+    assert "**contradicted**" in row and "VEM-SVGD - SimCLR, linear top-1: -2.04 points, paired [" in row
+    assert "both lie below 0" in row
 
 
 FIXTURES = ROOT / "tests" / "report" / "fixtures" / "budgets"
@@ -108,20 +109,27 @@ intro
 | ebclr | 3 | 82.00 ± 1.00 | 67.00 ± 1.00 |
 
 The same claims at each budget (936 steps: {FIXTURES / "short"} (6 of 6 cells); 4,680 steps: {FIXTURES / "long"} \
-(6 of 6 cells); 9,360 steps: {longer} (not run yet: 0 of 6 cells)), each judged on that budget's own cells. *Moved \
-with budget* compares the verdicts of the budgets that have one, once each rests on two or more seeds; a budget \
-still running gives a verdict from the seeds it has.
+(6 of 6 cells); 9,360 steps: {longer} (not run yet: 0 of 6 cells)), each judged on that budget's own cells. Each \
+comparison shows its paired and its Welch (unpaired) interval; it is reproduced or contradicted only when both agree, \
+and the intervals of the comparisons that decide a claim are Holm-corrected for their number (the level and the \
+number are shown when above one). The claim is then compared across budgets on one comparison, the one deciding it \
+at the last budget with a verdict: *moved with budget* compares that comparison's verdicts, once each rests on two \
+or more seeds; a budget still running gives a verdict from the seeds it has.
 
 | claim | verdict at 936 steps (6 of 6 cells) | verdict at 4,680 steps (6 of 6 cells) | verdict at 9,360 steps \
-(not run yet: 0 of 6 cells) | deciding comparison at 936 steps: mean difference [95 % interval] | deciding \
-comparison at 4,680 steps: mean difference [95 % interval] | deciding comparison at 9,360 steps: mean difference \
-[95 % interval] | moved with budget |
-|---|---:|---:|---:|---:|---:|---:|---:|
+(not run yet: 0 of 6 cells) | compared at every budget: the comparison deciding the claim at the last budget with a \
+verdict | at 936 steps: mean difference, paired and Welch intervals: its verdict | at 4,680 steps: mean difference, \
+paired and Welch intervals: its verdict | at 9,360 steps: mean difference, paired and Welch intervals: its verdict \
+| this comparison moved with budget |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|
 | EBCLR: Higher linear accuracy than SimCLR. | **inconclusive at this budget** | **reproduced** | not run yet | \
-EBCLR - SimCLR, linear top-1: +2 [-0.484, +4.48] points | EBCLR - SimCLR, linear top-1: +4 [+1.52, +6.48] points \
-| — | yes: inconclusive at this budget → reproduced |
-| EBCLR: Higher kNN accuracy than SimCLR. | **contradicted** | **contradicted** | not run yet | EBCLR - SimCLR, \
-kNN top-1: -3 [-5.48, -0.516] points | EBCLR - SimCLR, kNN top-1: -5 [-7.48, -2.52] points | — | no |
+EBCLR - SimCLR, linear top-1 | +2 points, paired [-0.484, +4.48], Welch [-0.484, +4.48]; the comparator is one \
+number in every seed (80): inconclusive at this budget | +4 points, paired [+1.52, +6.48], Welch [+1.52, +6.48]; the \
+comparator is one number in every seed (85): reproduced | — | yes: inconclusive at this budget → reproduced |
+| EBCLR: Higher kNN accuracy than SimCLR. | **contradicted** | **contradicted** | not run yet | EBCLR - SimCLR, kNN \
+top-1 | -3 points, paired [-5.48, -0.516], Welch [-5.48, -0.516]; the comparator is one number in every seed (70): \
+contradicted | -5 points, paired [-7.48, -2.52], Welch [-7.48, -2.52]; the comparator is one number in every seed \
+(75): contradicted | — | no |
 {END}
 
 rest

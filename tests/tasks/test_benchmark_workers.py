@@ -1,5 +1,5 @@
 """Several `probcl benchmark` processes on one study: each cell is claimed by one worker, the others move on,
-and the last one evaluates what the others' cells made ready; one writer of the lock at a time."""
+and the last one evaluates what the others' cells made ready (the lock itself: tests/core/test_run_lock.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import os
 import socket
 import subprocess
 import sys
-import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from test_benchmark import TINY, write
@@ -33,28 +34,38 @@ def _bench(tmp_path: Path, suites: list[str], seeds: list[int] | None = None) ->
     )
 
 
-def _other_worker(cell_dir: Path, seconds: float) -> subprocess.Popen:
-    """A live process recorded as the worker holding ``cell_dir`` (reaped when it exits, so it reads as gone)."""
-    proc = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
+@contextmanager
+def other_worker(cell_dir: Path) -> Iterator[subprocess.Popen]:
+    """A live process recorded as the worker holding ``cell_dir``'s claim, alive until ``gone`` ends it (at the
+    latest when the block ends)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     cell_dir.mkdir(parents=True, exist_ok=True)
     owner = {"pid": proc.pid, "host": socket.gethostname(), "command": "benchmark"}
     (cell_dir / CLAIM_FILE).write_text(json.dumps(owner))
-    threading.Thread(target=proc.wait, daemon=True).start()
-    return proc
+    try:
+        yield proc
+    finally:
+        gone(proc)
+
+
+def gone(proc: subprocess.Popen) -> None:
+    """End ``proc`` and reap it, so that its pid reads as no longer running at once (not as a zombie)."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    if proc.stdin is not None:
+        proc.stdin.close()
 
 
 def test_a_cell_another_worker_holds_is_left_to_it_and_trained_by_a_later_run(tmp_path):
     bench, base_dir = load_benchmark(_bench(tmp_path, ["linear"]))
     out = tmp_path / "bench"
-    other = _other_worker(out / "cells" / "byol-s0", 600)
-    try:
+    with other_worker(out / "cells" / "byol-s0") as other:
         log: list[str] = []
         run_benchmark(bench, base_dir, log=log.append)
         assert f"skipped byol-s0: another worker has it (`probcl benchmark` (pid {other.pid} on " in "\n".join(log)
         assert read_json(out / "cells" / "byol-s0" / "cell.json") is None  # not touched
         assert [c["name"] for c in read_json(out / "results.json")["cells"]] == ["simclr-s0"]
-    finally:
-        other.kill()
     stamp = (out / "cells" / "simclr-s0" / "cell.json").stat().st_mtime_ns
     log.clear()
     run_benchmark(bench, base_dir, log=log.append)  # the other worker is gone: its claim is taken over
@@ -69,13 +80,19 @@ def test_the_last_worker_waits_for_a_cell_another_is_evaluating_then_runs_what_i
     run_benchmark(bench, base_dir, log=lambda _: None)
     bench, _ = load_benchmark(_bench(tmp_path, ["linear", "knn"]))  # a suite added: both cells lack it
     out = tmp_path / "bench"
-    _other_worker(out / "cells" / "simclr-s0", 3)  # "evaluating" simclr-s0 for 3 s
+    claim_file = out / "cells" / "simclr-s0" / CLAIM_FILE
     log: list[str] = []
-    run_benchmark(bench, base_dir, log=log.append)
+    with other_worker(out / "cells" / "simclr-s0") as other:  # "evaluating" simclr-s0 until this one waits for it
+
+        def record(line: str) -> None:
+            log.append(line)
+            if line.startswith("probcl: waiting for") and str(claim_file) in line:
+                gone(other)  # the other worker finishes: the waiting one takes the cell at its next look
+
+        run_benchmark(bench, base_dir, log=record)
     text = "\n".join(log)
     assert "skipped simclr-s0: another worker has it" in text
-    claim_file = out / "cells" / "simclr-s0" / CLAIM_FILE
-    assert "waiting for `probcl benchmark` (pid " in text and f"release {claim_file}" in text
+    assert f"waiting for `probcl benchmark` (pid {other.pid} on " in text and f"release {claim_file}" in text
     assert "evaluated simclr-s0: knn" in text and "evaluated byol-s0: knn" in text
     results = read_json(out / "results.json")
     assert all("knn/top1" in c["metrics"] for c in results["cells"])
@@ -99,29 +116,3 @@ def test_two_workers_at_once_share_the_cells_and_both_finish(tmp_path):
         assert record["started_at_epoch"] == 0 and "seconds_per_epoch" in record
         assert not list((out / "cells" / name).glob("previous-*"))
     assert not list(out.glob("cells/*/" + CLAIM_FILE)) and not (out / ".report.lock").exists()
-
-
-LOCK_LOOP = """
-import os, sys, time
-from probcl.core.run_lock import RunLock
-root, log_path = sys.argv[1], sys.argv[2]
-for _ in range(40):
-    with RunLock(root, "test", wait=lambda _: None, poll_s=0.0005):
-        with open(log_path, "a") as fh:
-            fh.write(f"in {os.getpid()}\\n")
-        time.sleep(0.0005)
-        with open(log_path, "a") as fh:
-            fh.write(f"out {os.getpid()}\\n")
-"""
-
-
-def test_processes_that_wait_for_one_lock_hold_it_one_at_a_time(tmp_path):
-    log_path = tmp_path / "log"
-    procs = [
-        subprocess.Popen([sys.executable, "-c", LOCK_LOOP, str(tmp_path / "run"), str(log_path)]) for _ in range(3)
-    ]
-    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
-    lines = log_path.read_text().split("\n")[:-1]
-    assert len(lines) == 3 * 40 * 2
-    for enter, leave in zip(lines[::2], lines[1::2], strict=True):  # never two holders: in/out pairs of one pid
-        assert enter.startswith("in ") and leave == "out " + enter[3:]

@@ -55,8 +55,8 @@ def test_pretrain_prints_none_of_lightnings_per_run_device_and_loader_lines(tmp_
 def test_the_progress_bar_counts_epochs_from_one():
     from types import SimpleNamespace
 
-    from probcl.runs.progress_bar import EpochProgressBar
+    from probcl.runs.progress_bar import LoggedStepProgressBar
 
-    bar = EpochProgressBar()
+    bar = LoggedStepProgressBar()
     bar._trainer = SimpleNamespace(max_epochs=2)  # the trainer Lightning attaches at setup
     assert [bar._get_train_description(epoch).strip() for epoch in (0, 1)] == ["epoch 1 of 2", "epoch 2 of 2"]

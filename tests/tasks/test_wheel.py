@@ -25,6 +25,21 @@ def run(*args: str | Path, cwd: Path, timeout: float = 300) -> str:
     return done.stdout
 
 
+def venv_seeing_this_pythons_packages(venv: Path, cwd: Path) -> None:
+    """Make a virtual environment at ``venv`` that sees the packages of the Python running the tests, wherever
+    they are: a system Python's site-packages, a virtual environment's, a user's site. (``--system-site-packages``
+    would show the *base* interpreter's, which in a virtual environment lacks them.) Its own site-packages comes
+    first, so what is installed into it (the wheel) wins; the checkout is left out, so probcl cannot come from it.
+    """
+    run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=cwd)
+    fresh = "import json, sys; print(json.dumps(sys.path))"  # a fresh process's path: no pytest additions
+    outer = json.loads(run(sys.executable, "-c", fresh, cwd=cwd))
+    inner = venv / "bin" / "python"
+    site_packages = Path(run(inner, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=cwd).strip())
+    seen = [p for p in outer if p and Path(p).is_dir() and not Path(p).resolve().is_relative_to(CHECKOUT)]
+    (site_packages / "outer-packages.pth").write_text("\n".join(seen) + "\n")  # appended after its own
+
+
 @pytest.mark.slow
 def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
     # Build from a copy of the sources the wheel is made of, so the checkout gets no build/ folder.
@@ -50,9 +65,9 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path):
     )
     (wheel,) = dist.glob("probcl-*.whl")
 
-    # torch & co. come from this machine's site-packages; probcl only from the wheel.
+    # torch & co. come from the packages of the Python running these tests; probcl only from the wheel.
     venv = tmp_path / "venv"
-    run(sys.executable, "-m", "venv", "--system-site-packages", venv, cwd=tmp_path)
+    venv_seeing_this_pythons_packages(venv, cwd=tmp_path)
     python, probcl = venv / "bin" / "python", venv / "bin" / "probcl"
     run(python, "-m", "pip", "install", "--no-deps", "--no-index", "--ignore-installed", "-q", wheel, cwd=tmp_path)
 
