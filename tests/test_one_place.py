@@ -40,7 +40,7 @@ def test_every_model_runner_defaults_to_the_one_inference_batch():
 def test_the_linear_probe_names_are_not_the_score_probe_sources():
     from probcl.eval import context
 
-    assert context.LINEAR_PROBES == ("lbfgs", "sgd") and not hasattr(context, "PROBES")
+    assert context.LINEAR_PROBES == ("lbfgs", "sgd", "sgd-heldout") and not hasattr(context, "PROBES")
 
 
 def test_the_docs_name_existing_gather_helpers_and_one_for_a_loss():
