@@ -20,3 +20,9 @@ def __getattr__(name: str) -> Any:
 
         return evaluate
     raise AttributeError(f"module 'probcl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names with the lazy ``load`` and ``evaluate``, so that ``dir(probcl)`` and ``help(probcl)``
+    list them."""
+    return sorted({*globals(), *__all__})

@@ -73,6 +73,9 @@ __all__ = [
 
 
 OnUnreadable = Literal["skip", "error"]  # what to do with image files that cannot be read
+# the inference batch (images per forward pass) of every entry point that runs a trained model: embed, project,
+# uncertainty, evaluate (CLI and Python), the benchmark's evaluations; a setting, not part of any result
+INFERENCE_BATCH_SIZE = 512
 
 
 @dataclass
@@ -84,7 +87,9 @@ class DataConfig:
     )
     root: str | None = None  # data root; default: $PROBCL_DATA, then the dataset's system location
     download: bool = False  # let torchvision download datasets it knows
-    image_size: Annotated[int | None, AtLeast(1)] = None  # resize to this; default: the dataset's native size
+    # resize to this; default: the dataset's native size (28 for the MNIST family and digits, 32 for CIFAR); a
+    # folder has none: 64, whatever size its images are (the start-up summary and --print-config show it)
+    image_size: Annotated[int | None, AtLeast(1)] = None
     train_subset: Annotated[int | None, AtLeast(1)] = (
         None  # use only this many (seeded) training images, for quick runs
     )
@@ -110,6 +115,30 @@ class ViewParams:
     blur_sigma: tuple[float, float] = (0.1, 2.0)
     solarize_prob: tuple[float, float] = (0.0, 0.0)
     noise_std: float = 0.0
+
+    @property
+    def colour_distortion(self) -> bool:
+        """Whether the recipe changes colours (saturation or hue jitter, or grayscale views): without, a recipe
+        for gray images, that leaves a colour image's colours as they are."""
+        return (self.jitter_prob > 0 and any(self.jitter[2:])) or self.grayscale_prob > 0
+
+    def describe(self) -> str:
+        """The recipe in one line: crop, flip and jitter, then the parts it uses of the others."""
+        b, c, s, h = self.jitter
+        parts = [
+            f"crop {self.crop_scale[0]:g}-{self.crop_scale[1]:g} of the area",
+            f"flip {self.flip:g}",
+            f"jitter {b:g}/{c:g}/{s:g}/{h:g} (brightness/contrast/saturation/hue) p {self.jitter_prob:g}",
+        ]
+        if self.grayscale_prob:
+            parts.append(f"grayscale p {self.grayscale_prob:g}")
+        if any(self.blur_prob):
+            parts.append(f"blur p {self.blur_prob[0]:g}/{self.blur_prob[1]:g}")
+        if any(self.solarize_prob):
+            parts.append(f"solarize p {self.solarize_prob[0]:g}/{self.solarize_prob[1]:g}")
+        if self.noise_std:
+            parts.append(f"noise {self.noise_std:g}")
+        return ", ".join(parts)
 
 
 VIEW_PRESETS: dict[str, ViewParams] = {  # augment.preset: the named recipes (data/augment.py draws them)

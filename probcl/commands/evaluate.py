@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from probcl.commands._options import options_from_flags
-from probcl.config import ModelConfig
+from probcl.config import INFERENCE_BATCH_SIZE, ModelConfig
 from probcl.core.deprecation import RenamedFlag
 from probcl.core.feature_layer_names import FEATURE_LAYERS
 from probcl.core.precision_names import PRECISIONS
@@ -77,7 +77,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="seeded subset of this many training images for probes and kNN (default: all of them)",
     )
     p.add_argument("--seed", type=int, help="seed of the --max-train subset and the offline probe (default: 0)")
-    p.add_argument("--inference-batch-size", dest="batch_size", type=int, help="images per forward pass (default: 512)")
+    p.add_argument(
+        "--inference-batch-size",
+        dest="batch_size",
+        type=int,
+        help=f"images per forward pass (default: {INFERENCE_BATCH_SIZE})",
+    )
     p.add_argument(
         "--batch-size",
         dest="batch_size",
@@ -171,9 +176,9 @@ def _merged(evaluations: list[Evaluation], per_layer: list[EvaluateSettings]) ->
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.core.typed_config import parse_suite_options
     from probcl.errors import ConfigError
-    from probcl.tasks.evaluate import EvaluateSettings
+    from probcl.tasks.evaluate import EvaluateSettings, suite_list
 
-    suites = [s.strip() for s in args.suite.split(",") if s.strip()]
+    suites = suite_list(args.suite)
     layers = args.feature_layer or [None]
     per_layer = [  # one EvaluateSettings per feature layer, all checked before any work; the last writes the report
         options_from_flags(
@@ -209,9 +214,15 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
         stray = [flag for flag, value in encoder_args.items() if value is not None]
         if stray:
+            transfer = (
+                f"; to measure it on another labelled dataset, use the transfer suite: --suite transfer --option "
+                f"transfer.datasets={args.dataset}"
+                if args.dataset
+                else ""
+            )
             raise ConfigError(
                 f"{', '.join(stray)}: only with --weights; a run is evaluated on its training data "
-                f"with its own architecture and preprocessing"
+                f"with its own architecture and preprocessing{transfer}"
             )
         results = _merged([evaluate_run(args.run, suites, layer) for layer in per_layer], per_layer)
         out = Path(args.run)

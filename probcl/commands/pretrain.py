@@ -19,7 +19,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "Pretrain with a YAML config; any config key can be overridden as --section.key VALUE "
         "(e.g. --train.epochs 5 --method_args.temperature 0.2). "
         f"Short forms: {', '.join(ALIASES)}. `--print-config` prints every key with the value this command "
-        "would use (the method's own keys under method_args included). Presets ship inside the package "
+        "would use (the method's own keys under method_args included; data.image_size and data.channels as "
+        "resolved from the training images). Presets ship inside the package "
         "(probcl/presets/<dataset>/<name>.yaml, listed with a line each by `probcl list presets`); --config "
         "<dataset>/<name> looks in ./configs/ first, so a ./configs/<dataset>/<name>.yaml of your own is found "
         "before a packaged one of that name."
@@ -48,19 +49,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def resolved_yaml(cfg: Config) -> str:
-    """The config as YAML with every key: the sections' and the method's Params, defaults filled in."""
+    """The config as YAML with every key: the sections' and the method's Params, defaults filled in, and the
+    settings the data decides (``data.image_size`` and ``data.channels`` when not given) as the run would resolve
+    them from its training images; data that cannot be read here leaves them as given, with a comment saying why."""
+    from probcl.data.loaders import load_dataset
+    from probcl.data.unreadable import UnreadableFiles
+    from probcl.errors import DatasetError
     from probcl.methods import METHODS
 
     tree = cfg.to_dict()
     tree["method_args"] = to_plain(METHODS.get(cfg.method).params(cfg))
-    return yaml.safe_dump(tree, sort_keys=False)
+    d, note = cfg.data, ""
+    try:
+        channels = None if d.channels == "auto" else d.channels
+        unreadable = UnreadableFiles(d.on_unreadable)
+        train = load_dataset(d.dataset, "pretrain", d.root, d.download, d.image_size, channels, unreadable=unreadable)
+        tree["data"].update(image_size=train.image_size, channels=train.channels)
+    except DatasetError as e:
+        note = f"# data.image_size and data.channels are resolved from the training images, unreadable here: {e}\n"
+    return note + yaml.safe_dump(tree, sort_keys=False)
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.config import load_config
+
+    # the config is checked before the training stack is imported: a typo fails in a fraction of a second
+    cfg = load_config(resolve_config_path(args.config), parse_overrides(extra))
     from probcl.tasks.pretrain import pretrain
 
-    cfg = load_config(resolve_config_path(args.config), parse_overrides(extra))
     if args.print_config:
         print(resolved_yaml(cfg), end="")
         return 0

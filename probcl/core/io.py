@@ -40,8 +40,7 @@ def write_error(path: Path, error: OSError) -> RunError:
     """The one-line error for a failed write (disk full, read-only folder, ...)."""
     return RunError(
         f"cannot write {path}: {error.strerror or error}. Nothing was lost: the previous {path.name} "
-        f"(if any) is intact; free disk space or fix permissions and run the command again "
-        f"(pretraining resumes from its last checkpoint)"
+        f"(if any) is intact; free disk space or fix permissions and run the command again"
     )
 
 

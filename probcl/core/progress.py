@@ -11,16 +11,19 @@ T = TypeVar("T")
 
 
 def progress(items: Iterable[T], description: str, total: int | None = None) -> Iterator[T]:
-    """Iterate with a rich progress bar on a terminal; plain iteration otherwise."""
+    """Iterate with a rich progress bar on the standard error when it is a terminal; plain iteration otherwise.
+    The bar never writes to the standard output, which belongs to a command's results (and, for a library call
+    such as :func:`probcl.evaluate`, to the caller)."""
     if not sys.stderr.isatty() or os.environ.get("PROBCL_NO_PROGRESS"):
         yield from items
         return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     if total is None and hasattr(items, "__len__"):
         total = len(items)  # type: ignore[arg-type]
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, transient=True) as bar:
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(description, total=total)
         for item in items:
             yield item

@@ -81,6 +81,7 @@ class FolderImages(ImageSource):
         self.paths = paths
         self._labels = labels
         self.classes = classes
+        self.class_names = classes or None
         self.name = name
         self.image_size = image_size
         self.channels = channels
@@ -141,6 +142,12 @@ def load_folder(
 ) -> FolderImages:
     """The ``split`` of the folder ``path``: its readable image files (the whole folder is checked once per
     ``unreadable`` policy), labeled by class sub-folder, converted to ``channels`` (None: :func:`channels_of`)."""
+    if path.is_file():
+        raise DatasetError(
+            f"folder:{path} is a file, not a folder: `folder:` takes a folder of images (class sub-folders, or a flat "
+            f"folder); pass the folder that holds it (folder:{path.parent}), or load single files in Python "
+            f"(probcl.load(RUN).embed([...]))"
+        )
     if not path.is_dir():
         raise DatasetError(f"folder {path} does not exist; check the path after `folder:`")
     test_dir = next((path / name for name in ("test", "val") if (path / name).is_dir()), None)

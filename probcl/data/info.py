@@ -20,6 +20,7 @@ class DataInfo:
     num_classes: int | None
     mean: list[float]
     std: list[float]
+    class_names: list[str] | None = None  # the name of each label (a folder's sub-folders); None: numbered only
 
 
 def data_info_for(cfg: Config, train: ImageSource) -> DataInfo:
@@ -31,4 +32,4 @@ def data_info_for(cfg: Config, train: ImageSource) -> DataInfo:
         images = sampled.to_memory(cfg.data.num_workers).images
         pixels = images.float().div(255.0).transpose(0, 1).reshape(train.channels, -1)
         mean, std = pixels.mean(1).tolist(), pixels.std(1).clamp_min(1e-3).tolist()
-    return DataInfo(cfg.data.dataset, train.channels, train.image_size, train.num_classes, mean, std)
+    return DataInfo(cfg.data.dataset, train.channels, train.image_size, train.num_classes, mean, std, train.class_names)

@@ -24,6 +24,7 @@ class ImageSource(Dataset):
     image_size: int
     num_classes: int | None
     channels_note: str = ""  # how the channel count was chosen, where it was not given (folders: the colour rule)
+    class_names: list[str] | None = None  # the name of each label, where the data names them (a folder's sub-folders)
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -71,7 +72,7 @@ class ImageSource(Dataset):
             images[start : start + len(batch)] = batch
             start += len(batch)
         memory = TensorImages(images, self.labels(), self.name, self.num_classes)
-        memory.channels_note = self.channels_note
+        memory.channels_note, memory.class_names = self.channels_note, self.class_names
         return memory
 
 
@@ -109,7 +110,9 @@ class TensorImages(ImageSource):
     def subset(self, indices: torch.Tensor | Sequence[int]) -> TensorImages:
         indices = torch.as_tensor(indices, dtype=torch.long)
         labels = None if self._labels is None else self._labels[indices]
-        return TensorImages(self.images[indices], labels, self.name, self.num_classes)
+        part = TensorImages(self.images[indices], labels, self.name, self.num_classes)
+        part.channels_note, part.class_names = self.channels_note, self.class_names
+        return part
 
     def to_memory(self, num_workers: int = 0, batch_size: int = 256) -> TensorImages:
         return self

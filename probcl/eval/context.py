@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 import torch
 import torch.nn.functional as F
 
-from probcl.config import AtLeast, NonNegative, Seed, check_bounds
+from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, NonNegative, Seed, check_bounds
 from probcl.core.devices import resolve_device
 from probcl.core.feature_layer_names import FEATURE_LAYERS
 from probcl.core.layout import RunPaths
@@ -41,7 +41,7 @@ from probcl.runs.loading import load_run
 
 # the offline linear probes: probcl's L-BFGS logistic regression, the papers' SGD one (lr 5 on raw features), and
 # the SGD one in the paper's regime with its lr chosen on held-out training images (probcl.eval.linear_sgd)
-PROBES = ("lbfgs", "sgd", "sgd-heldout")
+LINEAR_PROBES = ("lbfgs", "sgd", "sgd-heldout")
 T = TypeVar("T")
 
 
@@ -55,7 +55,7 @@ class ModelOnData:
 
     run_dir: Path | None
     device: str = "auto"
-    batch_size: Annotated[int, AtLeast(1)] = 512  # images per forward pass (the inference batch)
+    batch_size: Annotated[int, AtLeast(1)] = INFERENCE_BATCH_SIZE  # images per forward pass (the inference batch)
     feature_layer: str = "backbone"
     max_train: Annotated[int | None, AtLeast(1)] = None  # cap on training images (seeded subset) for probes, kNN, refs
     data_root: str | None = None
@@ -277,8 +277,8 @@ class ModelOnData:
         ``lbfgs``, probcl's default (:mod:`probcl.eval.linear`), ``sgd``, the papers' SGD-trained classifier
         with the settings ``sgd``, or ``sgd-heldout``, that classifier's regime on standardised features with its
         lr chosen on held-out training features (:mod:`probcl.eval.linear_sgd`)."""
-        if probe not in PROBES:
-            raise ConfigError(f"unknown linear probe {probe!r}; valid: {', '.join(PROBES)}")
+        if probe not in LINEAR_PROBES:
+            raise ConfigError(f"unknown linear probe {probe!r}; valid: {', '.join(LINEAR_PROBES)}")
         sgd = sgd or SGDProbeOptions()
         key = ("probe", self.feature_layer, probe, *(dataclasses.astuple(sgd) if probe != "lbfgs" else ()))
         if key not in self._cache:
@@ -295,9 +295,11 @@ class ModelOnData:
 
     def protocol(self, **extra: Any) -> dict:
         """What every suite result records about its inputs, plus ``extra``."""
+        names = {"class_names": self.info.class_names} if self.info.class_names else {}
         return {
             "feature_layer": self.feature_layer,
             "train_images": len(self.features("train")[0]),
             "feature_precision": self.precision.precision,
+            **names,
             **extra,
         }

@@ -57,5 +57,6 @@ def embedding_map(ctx: ModelOnData, max_images: int = MAP_IMAGES, seed: int = 0,
             "images": len(index),
             "seed": seed,
             "perplexity": min(PERPLEXITY, (len(index) - 1) / 3),
+            "class_names": ctx.info.class_names,
         },
     }

@@ -43,10 +43,13 @@ def fewshot_suite(ctx: ModelOnData, options: FewshotOptions) -> dict:
         probe_result, _ = linear_probe(train_f[idx], train_y[idx], test_f, test_y, ctx.num_classes, seed=seed)
         result[key] = {k: v for k, v in probe_result.items() if k != "protocol"}
         labels_used[key] = len(idx)
+    # --max-train helps only when it capped the training images; otherwise every labelled image was used
+    capped = ctx.max_train is not None and len(train_y) >= ctx.max_train
+    fix = "raise --max-train or fewshot.fractions" if capped else "raise fewshot.fractions or add labelled images"
     if not result:
-        raise ConfigError(f"fewshot: {'; '.join(too_few.values())}; raise --max-train or fewshot.fractions")
+        raise ConfigError(f"fewshot: {'; '.join(too_few.values())}; {fix}")
     for key, reason in too_few.items():
-        ctx.note(f"fewshot: {key} of the labels left out ({reason}); raise --max-train or fewshot.fractions")
+        ctx.note(f"fewshot: {key} of the labels left out ({reason}); {fix}")
     result["protocol"] = ctx.protocol(
         labels=labels_used,
         left_out=too_few or None,

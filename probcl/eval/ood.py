@@ -162,8 +162,9 @@ def histograms(scores: dict[str, torch.Tensor], bins: int) -> dict:
 
 
 def projection_knn_scores(id_projections: torch.Tensor, others: dict[str, torch.Tensor], k: int) -> dict:
-    """The TaU paper's kNN baseline (the authors' code, NOTES.md): mean Euclidean distance to the ``k`` nearest
-    L2-normalized projections of the ID evaluation images; an ID image's own match is left out."""
+    """The TaU paper's kNN baseline (the authors' code, docs/methods/tau.md#from-the-authors-code): mean Euclidean
+    distance to the ``k`` nearest L2-normalized projections of the ID evaluation images; an ID image's own match is
+    left out."""
     bank = F.normalize(id_projections.double(), dim=1)
     scores = {"id": knn_distances(bank, bank, (k,), exclude_self=True)[k]}
     scores.update({name: knn_distance(bank, F.normalize(p.double(), dim=1), k) for name, p in others.items()})

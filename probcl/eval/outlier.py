@@ -1,6 +1,6 @@
 """Outlier scores over embeddings, and the threshold that accepts a chosen share of in-distribution data.
 
-kNN distance (the TaU paper's kNN baseline; NOTES.md): mean Euclidean distance from a
+kNN distance (the TaU paper's kNN baseline; docs/methods/tau.md#from-the-authors-code): mean Euclidean distance from a
 query to its k nearest reference embeddings (k = 10 on L2-normalized projections in the
 paper). Scores are outlier scores: higher = more out-of-distribution.
 """

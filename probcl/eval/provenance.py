@@ -50,7 +50,9 @@ def evaluated_model(
     """``source`` (checkpoint path, epoch, step; or an encoder's weights and backbone) with the content hash of
     ``file`` (``sha256``) or, without a file, of ``module``'s tensors (``state_sha256``), and the preprocessing."""
     content = {"sha256": file_sha256(file)} if file is not None else {"state_sha256": state_sha256(module)}
-    return json.loads(json.dumps({**source, **content, "preprocessing": asdict(info)}, default=str))
+    # the class names label the outputs; they do not change what the model computes, so they are not preprocessing
+    preprocessing = {key: value for key, value in asdict(info).items() if key != "class_names"}
+    return json.loads(json.dumps({**source, **content, "preprocessing": preprocessing}, default=str))
 
 
 def encoder_record(encoder: ForeignEncoder) -> dict[str, Any]:

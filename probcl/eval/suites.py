@@ -21,7 +21,7 @@ from probcl.config import AtLeast, OneOf, Positive, from_dict
 from probcl.core.deprecation import renamed_keys
 from probcl.core.registry import Registry
 from probcl.errors import ConfigError
-from probcl.eval.context import PROBES, ModelOnData
+from probcl.eval.context import LINEAR_PROBES, ModelOnData
 from probcl.eval.knn import knn_classify, topk_accuracy
 from probcl.eval.linear import LinearProbe
 from probcl.eval.linear_sgd import SGDProbeOptions
@@ -117,12 +117,14 @@ class ProbeOptions:
     """Which offline linear probes a suite reports: the first one's numbers are the result's own, every other
     one's sit under its name (``sgd.top1``, ``sgd.ece``); ``sgd`` holds the SGD probe's settings."""
 
-    probes: list[Annotated[str, OneOf(PROBES)]] = field(default_factory=lambda: ["lbfgs"])  # first: the result's own
+    probes: list[Annotated[str, OneOf(LINEAR_PROBES)]] = field(
+        default_factory=lambda: ["lbfgs"]
+    )  # first: the result's own
     sgd: SGDProbeOptions = field(default_factory=SGDProbeOptions)
 
     def __post_init__(self) -> None:
         if not self.probes or len(set(self.probes)) != len(self.probes):
-            raise ConfigError(f"probes must name each probe once ({', '.join(PROBES)}), got {self.probes}")
+            raise ConfigError(f"probes must name each probe once ({', '.join(LINEAR_PROBES)}), got {self.probes}")
 
 
 def per_probe(ctx: ModelOnData, options: ProbeOptions, measure: Callable[[LinearProbe], dict]) -> dict:

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from probcl import methods as method_package
-from probcl.config import Config, from_dict
+from probcl.config import INFERENCE_BATCH_SIZE, Config, from_dict
 from probcl.core.distributed import world_size
 from probcl.core.registry import Registry
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
@@ -37,7 +37,7 @@ from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.models.backbones import build_backbone, memory_format_for
 from probcl.models.ema import ema_update_
 from probcl.models.heads import projection_head
-from probcl.models.inference import INFERENCE_BATCH_SIZE, Inference
+from probcl.models.inference import Inference
 from probcl.models.pretrained import describe_pretrained, load_pretrained_
 
 if TYPE_CHECKING:

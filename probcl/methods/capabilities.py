@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
+from probcl.config import INFERENCE_BATCH_SIZE
 from probcl.errors import ConfigError
-from probcl.models.inference import INFERENCE_BATCH_SIZE
 from probcl.samplers.sgld import MSGLDConfig
 
 if TYPE_CHECKING:

@@ -75,7 +75,7 @@ def lars_gradients(params: list[torch.Tensor], group: dict) -> list[torch.Tensor
 
 class LARSAdam(torch.optim.Adam):
     """Adam on LARS-rescaled gradients: the TaU authors' optimiser (their ``LARSWrapper(Adam, eta=0.001,
-    clip=False)``, shared/papers/NOTES.md; the paper's text says "LARS with learning rate 1e-4").
+    clip=False)``, docs/methods/tau.md#from-the-authors-code; the paper's text says "LARS with learning rate 1e-4").
 
     Before each Adam step, every adapted tensor's gradient is replaced by :func:`lars_gradients` (weight decay
     folded in, then scaled to norm eta ||w||), and Adam itself applies no weight decay. Adam divides each

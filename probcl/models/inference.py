@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import numpy as np
 import torch
 
+from probcl.config import INFERENCE_BATCH_SIZE
 from probcl.data.decoding import decode_image, pil_to_uint8
 from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, DatasetError
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     OneImage: TypeAlias = torch.Tensor | np.ndarray | PILImage | str | os.PathLike[str]
     ImageInput: TypeAlias = OneImage | Sequence[OneImage]
 
-INFERENCE_BATCH_SIZE = 256  # images per forward pass of the public entry points
 RANGE_TOLERANCE = 1e-4  # float images may exceed [0, 1] by this much (rounding)
 CHANNEL_COUNTS = (1, 3, 4)  # the last axis of a channels-last NumPy image: gray, RGB, RGBA
 NO_IMAGES = "no images given: pass a tensor, a NumPy array, a PIL image, an image file, or a non-empty list"
@@ -148,7 +148,7 @@ def _read_file(path: Path, image_size: int, channels: int) -> torch.Tensor:
     if path.is_dir():
         raise DatasetError(
             f"{path} is a folder, not an image file: pass its files (or score the folder with "
-            f"`probcl score RUN --data folder:{path}`)"
+            f"`probcl score RUN --dataset folder:{path}`)"
         )
     if not path.exists():
         raise DatasetError(f"image file {path} does not exist")

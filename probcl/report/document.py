@@ -105,13 +105,14 @@ class Document:
             elif isinstance(block, Paragraph):
                 parts.append(f"<p>{_inline_code(html.escape(block.text))}</p>")
             elif isinstance(block, Table):
-                head = "".join(f"<th>{html.escape(str(h))}</th>" for h in block.header)
+                # a table of label/value pairs has no header: Markdown needs an empty one, HTML none
+                head = "".join(f"<th>{_inline_code(html.escape(str(h)))}</th>" for h in block.header)
+                thead = f"<thead><tr>{head}</tr></thead>" if any(str(h) for h in block.header) else ""
                 body = "".join(
-                    "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in block.rows
+                    "<tr>" + "".join(f"<td>{_inline_code(html.escape(str(c)))}</td>" for c in row) + "</tr>"
+                    for row in block.rows
                 )
-                parts.append(
-                    f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
-                )
+                parts.append(f"<div class='wide'><table>{thead}<tbody>{body}</tbody></table></div>")
             else:
                 data = base64.b64encode(block.path.read_bytes()).decode()
                 parts.append(
@@ -127,6 +128,6 @@ def _md_cell(value: object) -> str:
 
 
 def _inline_code(text: str) -> str:
-    """`code` spans of an escaped paragraph -> <code> elements."""
+    """`code` spans of an escaped paragraph or table cell -> <code> elements."""
     pieces = text.split("`")
     return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(pieces))

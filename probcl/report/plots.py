@@ -96,19 +96,42 @@ def curves(
     whole_x: bool = True,
 ) -> Path:
     """Line plot of named (x, y) series, e.g. per-epoch kNN accuracy of several methods; ``whole_x``: x ticks at
-    whole numbers (epochs, severities)."""
-    fig = Figure(figsize=(5.5, 3.6))
+    whole numbers (epochs, severities). Each series has its own colour, line style and marker
+    (:func:`line_styles`), and the legend stands beside the plot, never on it, in as many columns as it needs."""
+    return save_figure(curves_figure(series, ylabel, title, xlabel, whole_x), path)
+
+
+LEGEND_ROWS = 24  # legend entries per column beside a curves plot (7 pt text on its 3.6 in height)
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D")
+
+
+def line_styles(count: int) -> list[tuple[tuple[float, ...], str, str]]:
+    """``count`` distinct (colour, line style, marker): tab10's ten colours, then again with the next line style
+    and marker (40 distinct, then repeating)."""
+    tab10 = colormaps["tab10"]
+    return [
+        (tab10(i % 10), LINE_STYLES[i // 10 % len(LINE_STYLES)], MARKERS[i // 10 % len(MARKERS)]) for i in range(count)
+    ]
+
+
+def curves_figure(
+    series: Mapping[str, Sequence[tuple[float, float]]], ylabel: str, title: str, xlabel: str, whole_x: bool
+) -> Figure:
+    """The figure :func:`curves` writes."""
+    drawn = {label: points for label, points in series.items() if points}
+    columns = max(1, -(-len(drawn) // LEGEND_ROWS))
+    fig = Figure(figsize=(5.5 + 2.0 * columns, 3.6))
     ax = fig.subplots()
-    for label, points in series.items():
-        if points:
-            xs, ys = zip(*points)
-            ax.plot(xs, ys, marker="o", ms=3, label=label)
+    for (label, points), (colour, style, marker) in zip(drawn.items(), line_styles(len(drawn))):
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, color=colour, linestyle=style, marker=marker, ms=3, label=label)
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     if whole_x:
         whole_number_ticks(ax)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    return save_figure(fig, path)
+    ax.legend(fontsize=7, ncol=columns, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    return fig
 
 
 Series = Mapping[str, Sequence[tuple[float, ...]]]  # label -> (x, y) or (x, y, error bar half-width) points

@@ -170,6 +170,7 @@ def embedding_section(doc: Document, embedding: dict | None, plot_dir: Path, lab
         embedding["labels"],
         plot_dir / "embedding-map.png",
         f"{label}: {p['feature_layer']} features, {p['images']} test images",
+        p.get("class_names"),
     )
     doc.figure(
         path,
@@ -184,7 +185,7 @@ def evaluation_section(doc: Document, evaluations: dict[str, dict], plot_dir: Pa
         doc.paragraph("No suite evaluated yet: `probcl evaluate RUN --suite linear,knn` (or `all`).")
         return
     doc.table(
-        ["suite", "result key", "checkpoint epoch", "step", "seconds"],
+        ["suite", "result key", "epochs completed", "step", "seconds"],
         [
             [suite_title(key), key, *_checkpoint(r), str(r.get("protocol", {}).get("seconds", ""))]
             for key, r in evaluations.items()
@@ -208,10 +209,13 @@ def evaluation_section(doc: Document, evaluations: dict[str, dict], plot_dir: Pa
 
 
 def _checkpoint(result: dict) -> list[str]:
+    """The evaluated checkpoint's epochs completed and optimiser step. Results recorded before ``epochs_completed``
+    was kept show none: their ``epoch`` is Lightning's 0-based counter, one less than the epochs of an epoch-end
+    checkpoint and equal to them mid-epoch, so it cannot be told which."""
     meta = result.get("protocol", {}).get("checkpoint")
     if not isinstance(meta, dict):
         return ["", ""]
-    return [str(meta.get("epoch", "")), str(meta.get("global_step", ""))]
+    return [str(meta.get("epochs_completed", "")), str(meta.get("global_step", ""))]
 
 
 def write_run_report(run_dir: str | Path, embedding: dict | None = None, name: str | None = None) -> tuple[Path, Path]:

@@ -59,6 +59,7 @@ def load_export(weights: Path, device: str | None = "auto") -> ForeignEncoder:
         recorded.get("num_classes"),
         list(source.mean),
         list(source.std),
+        recorded.get("class_names"),
     )
     encoder = ForeignEncoder(
         backbone,
@@ -67,6 +68,16 @@ def load_export(weights: Path, device: str | None = "auto") -> ForeignEncoder:
         {"weights": str(weights), "backbone": (source.model or {}).get("backbone")},
     )
     return encoder.to(resolve_device(device)).eval()
+
+
+def epochs_completed(checkpoint: dict) -> int | None:
+    """The epochs whose every training batch ran before ``checkpoint`` was written: Lightning's fit-loop count of
+    processed epochs (its ``epoch`` is the 0-based epoch in progress, 65 in a 66-epoch run's last checkpoint);
+    None for a checkpoint without loop state."""
+    try:
+        return int(checkpoint["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
+    except (KeyError, TypeError):
+        return None
 
 
 def load_run(run: str | Path, checkpoint: str = "last", device: str | None = "auto") -> SSLMethod:
@@ -102,5 +113,10 @@ def load_run(run: str | Path, checkpoint: str = "last", device: str | None = "au
             f"({str(e).splitlines()[0]}); the checkpoint is damaged or from an incompatible probcl "
             f"version"
         ) from None
-    model.checkpoint_meta = {"path": str(ckpt_path), "epoch": meta.get("epoch"), "global_step": meta.get("global_step")}
+    model.checkpoint_meta = {
+        "path": str(ckpt_path),
+        "epoch": meta.get("epoch"),
+        "epochs_completed": epochs_completed(meta),
+        "global_step": meta.get("global_step"),
+    }
     return model.to(resolve_device(device)).eval()

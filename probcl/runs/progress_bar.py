@@ -1,4 +1,5 @@
-"""Lightning's rich progress bar, reading the logged metrics back from the device only when they change."""
+"""Lightning's rich progress bar, reading the logged metrics back from the device only when they change, and
+labelled with the epoch in progress counted from 1."""
 
 from __future__ import annotations
 
@@ -37,6 +38,15 @@ class LoggedStepProgressBar(RichProgressBar):
             self._shown = shown
             self._read_at_step, self._stale = step, False
         return self._shown
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        """``epoch 2 of 2`` during the second of two epochs (Lightning's bar says ``Epoch 1/1``: its 0-based epoch
+        index over the last index)."""
+        description = f"epoch {current_epoch + 1}"
+        if self.trainer.max_epochs is not None and self.trainer.max_epochs > 0:
+            description += f" of {self.trainer.max_epochs}"
+        # as Lightning pads it: the same width as the validation bar's label, so the line does not flicker
+        return f"{description:{len(self.validation_description)}}"
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._stale = True  # the epoch's monitor results were just logged

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from probcl.config import AtLeast, Config, ConfigError, from_dict
+from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, Config, ConfigError, from_dict
 from probcl.report.claims import parse_claims
 from probcl.report.controls import Control, check_controls
 from probcl.tasks.benchmark_extends import preset_path, read_tree, resolve_extends
@@ -39,7 +39,7 @@ class BenchmarkEval:
     """How every cell is evaluated."""
 
     device: str = "auto"  # auto (CUDA when present), cpu, cuda, ...
-    batch_size: Annotated[int, AtLeast(1)] = 512  # inference batch: images per forward pass
+    batch_size: Annotated[int, AtLeast(1)] = INFERENCE_BATCH_SIZE  # inference batch: images per forward pass
     max_train: Annotated[int | None, AtLeast(1)] = None  # seeded subset of training images for probes and kNN
     data_root: str | None = None  # data root (default: each cell's data.root, $PROBCL_DATA)
 

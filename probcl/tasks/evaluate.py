@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from torch import nn
 
-from probcl.config import AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
+from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
 from probcl.core.feature_layer_names import FEATURE_LAYERS
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths, find_checkpoint
@@ -32,7 +32,7 @@ class EvaluateSettings:
     :func:`~probcl.config.from_dict` (``probcl evaluate``'s flags, :func:`evaluate`'s keyword arguments)."""
 
     device: str = "auto"  # auto (CUDA when present), cpu, cuda, cuda:1, ...
-    batch_size: Annotated[int, AtLeast(1)] = 512  # the inference batch: images per forward pass
+    batch_size: Annotated[int, AtLeast(1)] = INFERENCE_BATCH_SIZE  # the inference batch: images per forward pass
     # the features measured: backbone, projection, or pixels (the raw-pixel baseline)
     feature_layer: Annotated[str, OneOf(FEATURE_LAYERS)] = "backbone"
     max_train: Annotated[int | None, AtLeast(1)] = None  # seeded subset of training images for probes and kNN
@@ -114,7 +114,7 @@ def evaluate_encoder(
 def evaluate(
     encoder: nn.Module | str | Path,
     dataset: str | None = None,
-    suites: Sequence[str] = ("linear", "knn"),
+    suites: str | Sequence[str] = ("linear", "knn"),
     *,
     mean: list[float] | None = None,
     std: list[float] | None = None,
@@ -132,14 +132,15 @@ def evaluate(
     inputs conformed to ``channels`` x ``image_size`` and normalized by ``mean``/``std`` (defaults: the
     dataset's; see :func:`probcl.models.encoder.preprocessing`); or a probcl run directory / .ckpt, evaluated
     on its training data as ``probcl evaluate RUN`` does (results merged into RUN/eval.json).
-    ``suites``: names or ``["all"]``. ``settings``: the fields of :class:`EvaluateSettings` (``device``,
+    ``suites``: names or ``["all"]``; a string is one name or several, comma-separated, as ``--suite`` takes them
+    (``"knn"``, ``"linear,knn"``, ``"all"``). ``settings``: the fields of :class:`EvaluateSettings` (``device``,
     ``batch_size``, ``feature_layer``, ``max_train``, ``data_root``, ``options`` = ``{suite: {key: value}}`` as
     ``--option`` gives them, ``seed``, ``num_workers``, ``figures``, ``report``, ``on_unreadable``: ``skip`` or
     ``error`` for image files that cannot be read, see :mod:`probcl.data.unreadable`), checked before any work.
     With ``out`` (a folder), the results of an encoder are merged into OUT/eval.json and figures drawn
     into OUT/plots; without, nothing is written.
     """
-    suites = list(suites)
+    suites = suite_list(suites)
     checked: EvaluateSettings = from_dict(EvaluateSettings, settings)
     if not isinstance(encoder, nn.Module):
         given = {
@@ -168,6 +169,13 @@ def evaluate(
             raise ConfigError("evaluating an encoder module needs dataset=SPEC (e.g. 'digits', 'folder:/path')")
         encoder = wrap_encoder(encoder, dataset, channels, image_size, mean, std, name, checked.data_root)
     return evaluate_encoder(encoder, suites, out, checked)
+
+
+def suite_list(suites: str | Sequence[str]) -> list[str]:
+    """Suite names as a list: a string is one name or several, comma-separated (``"linear,knn"``, ``"all"``)."""
+    if isinstance(suites, str):
+        return [name.strip() for name in suites.split(",") if name.strip()]
+    return list(suites)
 
 
 class Evaluation(dict[str, dict]):

@@ -116,6 +116,7 @@ def export_config(model: SSLMethod, files: dict[str, str]) -> dict[str, Any]:
         f"{ONNX_FILE} takes the [0, 1] images and normalises them itself",
         "dataset": info.dataset,
         "num_classes": info.num_classes,
+        "class_names": info.class_names,
         "files": files,
         "source": model.checkpoint_meta,
     }

@@ -43,12 +43,16 @@ from probcl.runs.progress_bar import LoggedStepProgressBar
 from probcl.runs.resume import ExactResume, GracefulStop, ResumableLoader
 from probcl.tasks.startup import announce, limited_batches, steps_per_epoch, summarize
 
+# Lightning's info lines that a run has no use for: its advertising tips, the device lines that the start-up
+# summary replaces (it names the device and precision used) and its step-count estimate, printed on every run
+LIGHTNING_NOISE = ("Tip:", "GPU available:", "TPU available:", "HPU available:", "Loading `train_dataloader`")
+
 
 class _DropTips(logging.Filter):
-    """Hide Lightning's advertising tips; its device and progress messages stay."""
+    """Hide :data:`LIGHTNING_NOISE`; Lightning's other messages stay."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "Tip:" not in record.getMessage()
+        return not any(noise in record.getMessage() for noise in LIGHTNING_NOISE)
 
 
 logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_DropTips())
@@ -70,7 +74,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     """Write checkpoints to a temporary file and rename, so a killed run never leaves a torn file."""
 
     def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
-        atomic_write(path, lambda fh: torch.save(checkpoint, fh))
+        try:
+            atomic_write(path, lambda fh: torch.save(checkpoint, fh))
+        except RunError as e:
+            raise RunError(f"{e} (pretraining resumes from its last checkpoint)") from None
 
 
 class MidEpochCheckpoint(ModelCheckpoint):

@@ -16,11 +16,15 @@ from dataclasses import dataclass
 import lightning.pytorch as pl
 import torch
 
-from probcl.config import Config
+from probcl.config import VIEW_PRESETS, Config
+from probcl.data.augment import resolve_view_params
 from probcl.data.sources import ImageSource
 from probcl.errors import ConfigError
 
 FEW_STEPS = 50  # fewer optimiser steps than this in all: the run is warned about
+# the smallest batch the few-steps warning suggests: the in-batch negatives of a contrastive loss (SimCLR's 2B-2)
+# and BatchNorm's statistics come from the batch, so a smaller one would train another recipe, not a longer run
+SMALLEST_SUGGESTED_BATCH = 32
 
 
 def steps_per_epoch(images: int, batch_size: int, processes: int = 1, limit: float | None = None) -> int:
@@ -77,6 +81,8 @@ class StartupSummary:
     channels: int
     channels_note: str  # how the channel count was chosen, where it was not given
     image_size: int
+    size_note: str  # how the size was chosen, where data.image_size does not give it and the images do not
+    augment: str  # augment.preset and the recipe it resolves to (ViewParams.describe), with a note where it matters
     batch_size: int
     processes: int
     steps_per_epoch: int
@@ -93,6 +99,7 @@ class StartupSummary:
     def lines(self) -> list[str]:
         """The summary as printed, one fact a line."""
         classes = f"{self.classes} classes" if self.classes else "unlabeled"
+        size = f"{self.image_size} x {self.image_size} px" + (f" ({self.size_note})" if self.size_note else "")
         batch = f"{self.batch_size}" + (f" per process x {self.processes} processes" if self.processes > 1 else "")
         capped = (
             f" (of {self.batches_per_epoch}: train.limit_train_batches)"
@@ -103,7 +110,8 @@ class StartupSummary:
             f"probcl pretrain: {self.dataset}",
             f"  images     {self.images} ({classes})",
             f"  channels   {self.channels}" + (f" ({self.channels_note})" if self.channels_note else ""),
-            f"  size       {self.image_size} x {self.image_size} px",
+            f"  size       {size}",
+            f"  augment    {self.augment}",
             f"  batch      {batch}",
             f"  steps      {self.steps_per_epoch} per epoch{capped} x {_epochs(self.epochs)} = "
             f"{self.total_steps} optimiser steps",
@@ -119,7 +127,7 @@ class StartupSummary:
         fix = f"raise train.epochs to {math.ceil(FEW_STEPS / self.batches_per_epoch)}"
         per_process = self.images // self.processes
         batch = 2 ** int(math.log2(max(2, per_process * self.epochs // FEW_STEPS)))
-        if batch < self.batch_size and per_process // batch * self.epochs >= FEW_STEPS:
+        if SMALLEST_SUGGESTED_BATCH <= batch < self.batch_size and per_process // batch * self.epochs >= FEW_STEPS:
             fix += f", or lower train.batch_size to {batch} ({per_process // batch} steps per epoch)"
         return (
             f"probcl: warning: this run takes only {self.total_steps} optimiser steps ({self.steps_per_epoch} per "
@@ -130,6 +138,23 @@ class StartupSummary:
 
 def _epochs(count: int) -> str:
     return f"{count} epoch{'s' if count != 1 else ''}"
+
+
+def size_note(cfg: Config) -> str:
+    """Why a folder trains at the size it does when ``data.image_size`` is not set: folders have no native size."""
+    if cfg.data.image_size is not None or not cfg.data.dataset.startswith("folder:"):
+        return ""
+    return "a folder's default, whatever size its images are; data.image_size sets it"
+
+
+def augment_line(cfg: Config, channels: int) -> str:
+    """``augment.preset``, its recipe, and a note when a recipe for gray images meets colour ones."""
+    params = resolve_view_params(cfg.augment)
+    line = f"{cfg.augment.preset}: {params.describe()}"
+    if channels == 3 and not params.colour_distortion and cfg.augment.preset != "none":
+        colour = ", ".join(name for name, p in VIEW_PRESETS.items() if p.colour_distortion)
+        line += f" (no colour distortion on colour images: augment.preset {colour} have one)"
+    return line
 
 
 def summarize(cfg: Config, train: ImageSource, trainer: pl.Trainer) -> StartupSummary:
@@ -147,6 +172,8 @@ def summarize(cfg: Config, train: ImageSource, trainer: pl.Trainer) -> StartupSu
         channels=train.channels,
         channels_note=train.channels_note or ("data.channels" if cfg.data.channels != "auto" else ""),
         image_size=train.image_size,
+        size_note=size_note(cfg),
+        augment=augment_line(cfg, train.channels),
         batch_size=t.batch_size,
         processes=processes,
         steps_per_epoch=steps,

@@ -53,3 +53,22 @@ def test_probcl_load_is_still_public():
     from probcl.runs.loading import load
 
     assert probcl.load is load
+
+
+def test_a_config_error_is_reported_before_the_training_stack_is_imported():
+    """`probcl pretrain --train.epochs abc` fails on its config without importing torch or Lightning (it took
+    7-9 s of start-up before the one-line error when the task was imported first)."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom probcl.cli import main\ncode = main(['pretrain', '--train.epochs', 'abc'])\n"
+            "print(code, ' '.join(sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    code, *modules = done.stdout.split()
+    assert code == "2" and "train.epochs must be an integer, got 'abc'" in done.stderr
+    assert not [m for m in HEAVY if m in modules]

@@ -122,3 +122,9 @@ def test_unknown_dataset_lists_choices():
 
     with pytest.raises(UnknownNameError, match="fashion-mnist"):
         load_dataset("imagenet-42")
+
+
+def test_a_folder_spec_naming_a_file_says_it_is_a_file(tmp_path):
+    Image.new("L", (8, 8)).save(tmp_path / "noise-0.png")
+    with pytest.raises(DatasetError, match=r"noise-0.png is a file, not a folder: .*folder:" + str(tmp_path)):
+        load_dataset(f"folder:{tmp_path / 'noise-0.png'}", "test")

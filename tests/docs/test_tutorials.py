@@ -5,7 +5,10 @@ says they say."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import doctest
+import io
 import json
 import os
 import shlex
@@ -20,15 +23,24 @@ TUTORIALS = ROOT / "docs" / "tutorials"
 
 
 def run_page(page: Path, folder: Path) -> dict:
-    """Execute every block of ``page`` in ``folder``; returns the Python namespace the blocks shared."""
+    """Execute every block of ``page`` in ``folder``; returns the Python namespace the blocks shared. A ``text``
+    block of class ``expected`` (```` ```{.text .expected} ````) is the output the block before it prints, as a
+    reader should see it: compared as doctest compares (``...`` stands for any text, e.g. a number that the CPU's
+    precision moves; runs of blanks are one blank)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
            "PROBCL_NO_PROGRESS": "1"}  # fmt: skip
     namespace: dict = {"__name__": "__tutorial__"}
+    printed: str | None = None  # what the last executed block printed
     for block in blocks(page):
         where = f"{block.page}:{block.line}"
-        if block.language == "yaml" and block.title:
+        if block.language == "text" and ".expected" in block.attributes:
+            assert printed is not None, f"{where}: an expected output must follow the block that prints it"
+            check_output(where, block.code, printed)
+            printed = None
+        elif block.language == "yaml" and block.title:
             (folder / block.title).write_text(block.code)
         elif block.language == "bash":
+            printed = ""
             for command in shell_commands(block.code):
                 argv = shlex.split(command, comments=True)
                 assert argv[0] == "probcl", f"{where}: tutorials run probcl commands only, got {command!r}"
@@ -36,11 +48,29 @@ def run_page(page: Path, folder: Path) -> dict:
                     [sys.executable, "-m", "probcl.cli", *argv[1:]], cwd=folder, env=env, capture_output=True, text=True
                 )
                 assert done.returncode == 0, f"{where}: {command} exited {done.returncode}:\n{done.stderr[-3000:]}"
+                printed += done.stdout
         elif block.language == "python":
-            exec(compile(block.code, where, "exec"), namespace)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(compile(block.code, where, "exec"), namespace)
+            printed = out.getvalue()
         else:
             assert block.language in ("text", "yaml"), f"{where}: a tutorial block of language {block.language!r}"
     return namespace
+
+
+def check_output(where: str, expected: str, printed: str) -> None:
+    """``printed`` matches the page's ``expected`` output (doctest's ELLIPSIS and NORMALIZE_WHITESPACE)."""
+    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    assert doctest.OutputChecker().check_output(expected, printed, flags), (
+        f"{where}: the page shows\n{expected}\nbut the block printed\n{printed}"
+    )
+
+
+def test_an_expected_output_is_compared_as_doctest_compares():
+    check_output("page", "mean ... digits\n8 images\n", "mean 0.25 digits\n8   images\n")
+    with pytest.raises(AssertionError, match="the page shows"):
+        check_output("page", "0 flagged\n", "8 flagged\n")
 
 
 @pytest.fixture

@@ -318,8 +318,9 @@ def test_score_parquet_holds_the_same_rows_as_csv(tau_run, tmp_path):
 
 @pytest.mark.parametrize("preset", ["fashion-mnist/tau-simclr", "cifar10/tau-simclr", "cifar10/tau-moco"])
 def test_tau_presets_train_at_the_authors_learning_rate(preset):
-    """The TaU authors train TaU at Adam lr 1e-4 (shared/papers/NOTES.md), 10-20x below their baselines: at
-    SimCLR's tuned 2e-3 every input's u runs onto the sigmoid's bound, where the temperature stops ranking inputs."""
+    """The TaU authors train TaU at Adam lr 1e-4 (docs/methods/tau.md#from-the-authors-code), 10-20x below their
+    baselines: at SimCLR's tuned 2e-3 every input's u runs onto the sigmoid's bound, where the temperature stops
+    ranking inputs."""
     from probcl.core.presets import resolve_config_path
 
     optim = load_config(resolve_config_path(preset)).optim

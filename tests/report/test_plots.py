@@ -51,3 +51,24 @@ def test_report_summary_gives_method_data_budget_and_headline_metrics():
         ["OOD AUROC of the combined score, noise:gaussian", "0.999"],
     ]
     assert summary_rows(config, {}, [])[-1] == ["evaluation", "none yet: `probcl evaluate RUN --suite linear,knn`"]
+
+
+def test_thirty_training_curves_have_distinct_styles_and_a_legend_beside_the_plot(tmp_path):
+    """The study's "training curves" figure had 30 entries: the legend covered ~80 % of the plot and colours
+    repeated every ten lines (issue 43 item 14)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from probcl.report.plots import curves, curves_figure, line_styles
+
+    assert len(set(line_styles(30))) == 30
+    series = {f"method-{i}": [(1, 60 + i * 0.5), (2, 61 + i * 0.5), (3, 62 + i * 0.3)] for i in range(30)}
+    fig = curves_figure(series, "kNN top-1 %", "training curves", "epoch", whole_x=True)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.tight_layout()
+    (ax,) = fig.axes
+    legend, plot = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert legend.x0 >= plot.x1  # beside the axes, not on them
+    assert 0 <= legend.y0 and legend.y1 <= fig.bbox.y1  # and inside the figure: every entry readable
+    styles = {(line.get_color(), line.get_linestyle(), line.get_marker()) for line in ax.get_lines()}
+    assert len(styles) == 30
+    assert curves(series, tmp_path / "c.png", "kNN top-1 %").is_file()

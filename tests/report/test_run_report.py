@@ -218,3 +218,16 @@ def test_histogram_columns_are_drawn_as_one_heatmap_over_training_not_as_curves(
     assert "loss" in curve_columns  # the plain curves are still drawn ...
     drawn = {p.name for p in tmp_path.iterdir()}
     assert drawn == {"training-loss.png", "training-hist-u_hist.png"}  # ... but no curve per histogram bin
+
+
+def test_report_html_renders_code_has_no_empty_header_and_counts_epochs_completed(evaluated_run):
+    text = (evaluated_run / "report.html").read_text()
+    assert "`" not in text and "<code>simclr</code>" in text  # Markdown code spans rendered, in tables too
+    assert "<th></th>" not in text  # the summary's label/value table has no header row
+    cells = _html(evaluated_run).cells
+    header = cells.index("epochs completed")
+    # the overview row of knn: suite, result key, epochs completed, step, seconds; the run trained 2 epochs of 10
+    row = cells.index("knn", header)
+    assert cells[row + 1 : row + 3] == ["2", "20"]
+    recorded = json.loads((evaluated_run / "eval.json").read_text())["knn"]["protocol"]["checkpoint"]
+    assert (recorded["epoch"], recorded["epochs_completed"]) == (1, 2)  # Lightning's 0-based epoch, and ours

@@ -51,6 +51,8 @@ def test_failed_checkpoint_write_keeps_last_and_resumes(tiny_config, monkeypatch
     with pytest.raises(RunError, match="No space left on device.*previous last.ckpt.*intact"):
         pretrain(tiny_config(run_name="full-disk", **{"train.epochs": 2}))
     assert paths.last.read_bytes() == before and _no_temporaries(paths.root)
+    with pytest.raises(RunError, match=r"\(pretraining resumes from its last checkpoint\)$"):
+        pretrain(tiny_config(run_name="full-disk", **{"train.epochs": 2}))
     monkeypatch.undo()
     pretrain(tiny_config(run_name="full-disk", **{"train.epochs": 2}))
     assert torch.load(paths.last, weights_only=False)["global_step"] == 8
@@ -83,3 +85,13 @@ def test_failed_eval_json_write_keeps_previous_results(tiny_config, monkeypatch)
         evaluate_run(run, ["linear"])
     assert RunPaths(run).eval.read_bytes() == before and _no_temporaries(run)
     assert not (run / ".lock").exists()  # the failed command released the run directory
+
+
+def test_a_failed_write_outside_pretraining_does_not_promise_a_resume(tmp_path):
+    """An export (or any other write) to a path that cannot be written names the fix, not pretraining's resume."""
+    from probcl.core.io import atomic_write_text
+
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(RunError, match="cannot write .*a-file/export/config.json") as error:
+        atomic_write_text(tmp_path / "a-file" / "export" / "config.json", "{}")
+    assert str(error.value).endswith("fix permissions and run the command again")

@@ -9,6 +9,7 @@ from probcl.config import load_config
 from probcl.core.presets import resolve_config_path
 from probcl.tasks.evaluate import EvaluateSettings, evaluate_run
 from probcl.tasks.pretrain import pretrain
+from probcl.tasks.startup import steps_per_epoch
 
 
 @pytest.mark.slow
@@ -16,7 +17,8 @@ def test_digits_simclr_preset_beats_raw_pixels(tmp_path):
     cfg = load_config(
         resolve_config_path("digits/simclr"), {"run_dir": str(tmp_path / "run"), "train.progress_bar": False}
     )
-    assert cfg.data.dataset == "digits" and cfg.train.epochs * -(-1257 // cfg.train.batch_size) == 100  # 100 steps
+    # full batches only (the last, partial one is dropped): 1257 // 128 = 9 per epoch, 90 in all, as the docs say
+    assert cfg.data.dataset == "digits" and cfg.train.epochs * steps_per_epoch(1257, cfg.train.batch_size) == 90
     run = pretrain(cfg)
     learned = evaluate_run(run, ["linear"], EvaluateSettings(device="cpu", figures=False, report=False))["linear"][
         "top1"

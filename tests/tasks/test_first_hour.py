@@ -6,6 +6,7 @@ array. Each step must succeed in one go (no re-run per bad file, no suite failin
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 
@@ -51,6 +52,8 @@ def test_a_newcomers_folder_goes_from_pretraining_to_onnx(tmp_path):
     assert code == 0, err
     # the start-up summary, and ONE line for both unreadable files (not a stop at the first)
     assert "images" in out and "steps" in out
+    # the preset's gray recipe on colour images is said, not kept silently (issue 43 item 8)
+    assert "augment    small: " in out and "no colour distortion on colour images" in out
     assert err.count("skipped 2 unreadable image files") == 1
 
     code, out, err = run_cli("evaluate", run, "--suite", "all", "--max-train", 20)
@@ -60,6 +63,9 @@ def test_a_newcomers_folder_goes_from_pretraining_to_onnx(tmp_path):
     # every result says which checkpoint produced it: one model per eval.json
     checkpoints = {json.dumps(r["protocol"]["checkpoint"], sort_keys=True) for r in results.values()}
     assert len(checkpoints) == 1
+    # the folder's class names label the results (issue 43 item 9): eval.json, and the t-SNE map's legend
+    assert results["linear"]["protocol"]["class_names"] == ["a", "b"]
+    assert json.loads((run / "plots" / "embedding-map.json").read_text())["protocol"]["class_names"] == ["a", "b"]
 
     sheet = tmp_path / "sheet.html"
     code, out, err = run_cli(
@@ -70,11 +76,15 @@ def test_a_newcomers_folder_goes_from_pretraining_to_onnx(tmp_path):
     assert all(path.name in html for path in folder.corrupt)  # the skipped files are listed on the sheet
     rows = (tmp_path / "scores.csv").read_text().splitlines()
     assert len(rows) - 1 == len(folder.train) + len(folder.test)  # every readable image, no corrupt one
+    predicted = {row["predicted_class"] for row in csv.DictReader(io.StringIO("\n".join(rows)))}
+    assert predicted <= {"a", "b"} and predicted
+    assert json.loads((tmp_path / "scores.json").read_text())["protocol"]["class_names"] == ["a", "b"]
 
     code, out, err = run_cli("export", run, "--format", "onnx")
     assert code == 0, err
     export = run / "export"
     config = json.loads((export / "config.json").read_text())
+    assert config["class_names"] == ["a", "b"]
     assert set(config["files"]) == {"weights", "onnx"} and all((export / f).is_file() for f in config["files"].values())
 
     images = np.stack([np.asarray(Image.open(p).convert("RGB").resize((SIZE, SIZE))) for p in folder.test[:6]])

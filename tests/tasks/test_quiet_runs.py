@@ -40,3 +40,23 @@ def test_pretrain_resume_evaluate_and_score_warn_about_nothing(tmp_path):
         cli("score", run, "--dataset", "digits", "--split", "test", "--max-train", 300, "--out", tmp_path / "s.csv")
     shown = [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})" for w in caught]
     assert [s for s, w in zip(shown, caught) if not issubclass(w.category, HIDDEN_BY_PYTHON)] == []
+
+
+def test_pretrain_prints_none_of_lightnings_per_run_device_and_loader_lines(tmp_path, capfd):
+    """The start-up summary names the device and precision: Lightning's "GPU available / TPU available" and its
+    "Loading `train_dataloader` to estimate number of stepping batches" lines said nothing more, on every run."""
+    cli("pretrain", *flags(**tiny_overrides(tmp_path / "run")))
+    out, err = capfd.readouterr()
+    said = (out + err).splitlines()
+    assert "  device     cpu" in said and "`Trainer.fit` stopped: `max_epochs=1` reached." in said  # others stay
+    assert not [m for m in said if m.startswith(("GPU available", "TPU available", "Loading `train_dat"))]
+
+
+def test_the_progress_bar_counts_epochs_from_one():
+    from types import SimpleNamespace
+
+    from probcl.runs.progress_bar import LoggedStepProgressBar
+
+    bar = LoggedStepProgressBar()
+    bar._trainer = SimpleNamespace(max_epochs=2)  # the trainer Lightning attaches at setup
+    assert [bar._get_train_description(epoch).strip() for epoch in (0, 1)] == ["epoch 1 of 2", "epoch 2 of 2"]

@@ -68,7 +68,9 @@ def test_a_batch_larger_than_the_data_is_refused_with_a_batch_that_fits():
 
 def _summary(images: int, batch: int, epochs: int, limit: float | None = None) -> StartupSummary:
     steps, full = steps_per_epoch(images, batch, limit=limit), steps_per_epoch(images, batch)
-    return StartupSummary("folder:x", images, 2, 1, "", 28, batch, 1, steps, full, epochs, "32-true", "cpu")
+    return StartupSummary(
+        "folder:x", images, 2, 1, "", 28, "", "small: (recipe)", batch, 1, steps, full, epochs, "32-true", "cpu"
+    )
 
 
 def test_few_steps_warn_in_one_actionable_line():
@@ -77,8 +79,11 @@ def test_few_steps_warn_in_one_actionable_line():
     assert warning is not None and "\n" not in warning
     assert "only 2 optimiser steps (1 per epoch x 2 epochs; 484 images, batch 256)" in warning
     assert "raise train.epochs to 50" in warning  # ceil(50 / 1)
-    # 484 * 2 // 50 = 19 -> batch 16: 484 // 16 = 30 steps per epoch, 60 in all (>= 50)
-    assert "lower train.batch_size to 16 (30 steps per epoch)" in warning
+    # 484 * 2 // 50 = 19 -> batch 16 would give 60 steps, but a batch below SMALLEST_SUGGESTED_BATCH (32) is another
+    # recipe (fewer negatives, noisier BatchNorm), so only the epochs are suggested
+    assert "batch_size" not in warning.split("too few")[1]
+    # 5000 images at 256 for 2 epochs: 19 per epoch, 38 in all; 5000 * 2 // 50 = 200 -> batch 128: 39 per epoch
+    assert "lower train.batch_size to 128 (39 steps per epoch)" in _summary(5000, 256, 2).warning()
     assert _summary(484, 16, 2).total_steps == 60 >= FEW_STEPS and _summary(484, 16, 2).warning() is None
     # a smoke test capped by train.limit_train_batches is the user's choice: no warning, the cap is shown
     assert _summary(484, 16, 2, limit=5).warning() is None
@@ -93,6 +98,7 @@ def test_summary_lines_name_every_fact():
         "  images     484 (2 classes)",
         "  channels   1",
         "  size       28 x 28 px",
+        "  augment    small: (recipe)",
         "  batch      16",
         "  steps      30 per epoch x 2 epochs = 60 optimiser steps",
         "  precision  32-true",
@@ -120,3 +126,23 @@ def test_the_first_step_is_timed_from_the_process_start_then_from_each_runs_call
     assert re.fullmatch(r"probcl: first step began 1000\.2 s after start and took [0-9]+\.[0-9]{2} s", lines[0])
     later = re.fullmatch(r"probcl: first step began ([0-9.]+) s after this run's call and took [0-9.]+ s", lines[1])
     assert later is not None and float(later.group(1)) <= call + 0.05  # within the call (1 decimal), not the process
+
+
+def test_a_folder_says_its_default_size_and_a_gray_recipe_on_colour_images_says_so():
+    from probcl.config import load_config
+    from probcl.tasks.startup import augment_line, size_note
+
+    folder = load_config(None, {"data": {"dataset": "folder:/photos"}})
+    assert "a folder's default" in size_note(folder) and "data.image_size" in size_note(folder)
+    assert size_note(load_config(None, {"data": {"dataset": "folder:/photos", "image_size": 32}})) == ""
+    assert size_note(load_config(None, {})) == ""  # fashion-mnist: its native 28 px
+    # the default preset, small, jitters brightness and contrast only (saturation, hue 0) and never grays a view
+    line = augment_line(folder, channels=3)
+    assert line.startswith("small: crop 0.4-1 of the area, flip 0.5, jitter 0.4/0.4/0/0")
+    assert "no colour distortion on colour images: augment.preset simclr, byol, moco, ebclr-color" in line
+    assert "no colour distortion" not in augment_line(folder, channels=1)
+    simclr = load_config(None, {"data": {"dataset": "folder:/photos"}, "augment": {"preset": "simclr"}})
+    assert augment_line(simclr, channels=3) == (
+        "simclr: crop 0.08-1 of the area, flip 0.5, jitter 0.8/0.8/0.8/0.2 (brightness/contrast/saturation/hue) "
+        "p 0.8, grayscale p 0.2, blur p 0.5/0.5"
+    )

@@ -146,5 +146,6 @@ class ModelScorer(Scorer):
             "fit": f"{len(reference.bank)} images of {self.model.cfg.data.dataset} (train split)",
             "held_out": f"{len(held_out)} images of {held_out.name} (test split)",
             **probe_protocol,
+            "class_names": self.model.data_info.class_names,  # predicted_class names these (None: numbered)
         }
         return {"reference": reference.state(), "probe": probe_state, "protocol": protocol}

@@ -96,7 +96,9 @@ class Scorer(ABC):
             cols["label"] = labels.tolist()
         if self.probe is not None:
             confidence, predicted = self.probe(outputs).softmax(1).max(1)
-            cols["predicted_class"], cols["probe_confidence"] = predicted.tolist(), confidence.tolist()
+            names = self.protocol.get("class_names")
+            cols["predicted_class"] = [names[i] for i in predicted.tolist()] if names else predicted.tolist()
+            cols["probe_confidence"] = confidence.tolist()
         for name in reference.score_names:
             cols[name] = scores[name].tolist()
             cols[f"p:{name}"] = combined[f"p:{name}"].tolist()
