@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import tempfile
 import time
 from contextlib import redirect_stderr
@@ -43,6 +42,7 @@ from probcl.core.devices import resolve_device
 from probcl.core.io import atomic_write_json, atomic_write_text
 from probcl.core.presets import resolve_config_path
 from probcl.data.loaders import load_dataset
+from probcl.data.sources import TensorImages
 from probcl.tasks.pretrain import pretrain
 
 PRESETS = {"fashion-mnist/simclr": (28, 1, 60000), "cifar10/simclr-gpu": (32, 3, 50000)}  # size, channels, images
@@ -163,6 +163,7 @@ def check_preset(config: str, data: Path, device: torch.device, args: argparse.N
     cfg = load_config(resolve_config_path(config), {**overrides, "run_dir": "unused"})
     batch = cfg.train.batch_size
     train = load_dataset(cfg.data.dataset, "pretrain")
+    assert isinstance(train, TensorImages)  # an npz file is held in memory
     images = [train.images[i * batch : (i + 1) * batch].to(device) for i in range(2)]
     rows: dict[str, dict[str, float]] = {}
     flops = None
@@ -176,7 +177,8 @@ def check_preset(config: str, data: Path, device: torch.device, args: argparse.N
             ctx = precision_context(precision, device)
 
             def bound_step(v, model=model, optimizer=optimizer, ctx=ctx) -> None:
-                optimiser_step(model, optimizer, *v, precision=ctx)
+                view1, view2 = v
+                optimiser_step(model, optimizer, view1, view2, precision=ctx)
 
             rows[f"bound {layout} {precision}"] = {"images_per_s": rate(bound_step, views, batch, args.steps, 3)}
     model, optimizer = build(cfg, train, device, cfg.train.channels_last, False)
@@ -184,7 +186,8 @@ def check_preset(config: str, data: Path, device: torch.device, args: argparse.N
     ctx = precision_context("bf16" if bf16 else "fp32", device)
 
     def pipeline_step(x: torch.Tensor) -> None:
-        optimiser_step(model, optimizer, *model.training_views(x), precision=ctx)
+        view1, view2 = model.training_views(x)
+        optimiser_step(model, optimizer, view1, view2, precision=ctx)
 
     rows["pipeline (views + step, no Lightning)"] = {"images_per_s": rate(pipeline_step, images, batch, args.steps, 3)}
     steps = args.skip + args.steps
@@ -287,4 +290,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -88,11 +88,13 @@ def bare_step_seconds(data: Path, steps: int, batch: int, device: torch.device) 
 
     from probcl.data.info import data_info_for
     from probcl.data.loaders import load_dataset
+    from probcl.data.sources import TensorImages
     from probcl.methods import METHODS
 
     with tempfile.TemporaryDirectory() as run_dir:
         cfg = load_config(None, tiny_overrides(data, Path(run_dir), steps, batch, device.type, False))
     train = load_dataset(cfg.data.dataset, "pretrain")
+    assert isinstance(train, TensorImages)  # an npz file is held in memory
     torch.manual_seed(0)
     model = METHODS.get("simclr")(cfg.to_dict(), asdict(data_info_for(cfg, train))).to(device).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)

@@ -41,9 +41,9 @@ class ImageSource(Dataset):
         """The items at ``indices``, as a source of the same kind."""
         raise NotImplementedError
 
-    def batch(self, indices: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def batch(self, indices: Sequence[int] | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The items at ``indices`` as one batch: (uint8 images N x C x H x W, int64 labels, int64 indices)."""
-        items = [self[i] for i in indices]
+        items = [self[int(i)] for i in indices]
         return (
             torch.stack([image for image, _, _ in items]),
             torch.tensor([label for _, label, _ in items], dtype=torch.long),

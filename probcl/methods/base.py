@@ -47,6 +47,11 @@ if TYPE_CHECKING:
 METHODS: Registry[type[SSLMethod]] = Registry("method")
 
 
+def log_interval(trainer: pl.Trainer) -> int:
+    """The trainer's ``log_every_n_steps`` (an attribute Lightning sets at run time, unknown to type checkers)."""
+    return int(trainer.log_every_n_steps)  # type: ignore[attr-defined]
+
+
 @dataclass
 class StepOutput:
     """What a method's training step returns to the base class."""
@@ -216,7 +221,7 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
             trainer = self.trainer
         except RuntimeError:  # not attached to a Trainer
             return True
-        every = trainer.log_every_n_steps
+        every = log_interval(trainer)
         return every > 0 and (self.global_step + 1) % every == 0
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:

@@ -70,7 +70,7 @@ def lars_gradients(params: list[torch.Tensor], group: dict) -> list[torch.Tensor
     if group["clip"] and group["lr"] > 0:
         trust = trust.clamp(max=group["lr"]) / group["lr"]
     torch._foreach_mul_(grads, list(trust.unbind()))
-    return grads
+    return list(grads)
 
 
 class LARSAdam(torch.optim.Adam):

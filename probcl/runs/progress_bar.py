@@ -8,6 +8,8 @@ from typing import Any
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import RichProgressBar
 
+from probcl.methods.base import log_interval
+
 
 STEP_METRICS_SHOWN = ("train/loss",)  # per-step metrics the bar shows (besides those logged with prog_bar=True)
 
@@ -29,7 +31,7 @@ class LoggedStepProgressBar(RichProgressBar):
         self._stale = True
 
     def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, Any]:
-        every = trainer.log_every_n_steps
+        every = log_interval(trainer)
         step = trainer.global_step
         if self._shown is None or self._stale or (every > 0 and step % every == 0 and step != self._read_at_step):
             shown = super().get_metrics(trainer, pl_module)

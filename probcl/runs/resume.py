@@ -120,6 +120,13 @@ class _WholeBatches(Dataset):
     def __getitem__(self, indices: list[int] | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.source.batch(indices)
 
+    def __getattr__(self, name: str) -> Any:
+        """The training set's own attributes (``labels()``, ``name``, ...): ``trainer.train_dataloader.dataset`` still
+        answers as the :class:`ImageSource` it wraps."""
+        if name == "source":  # not set yet (unpickling in a worker process)
+            raise AttributeError(name)
+        return getattr(self.source, name)
+
 
 class ResumableLoader(DataLoader):
     """A shuffling DataLoader of whole batches whose position (epoch, batches consumed) Lightning checkpoints.
