@@ -320,12 +320,14 @@ def method_presets_table(method: str) -> str:
 def generated_blocks() -> dict[str, str]:
     """Marker name -> Markdown; ``docs/hooks.py`` replaces ``<!-- generated: NAME -->`` lines with them
     (``method-args NAME`` and ``method-presets NAME`` for each registered method)."""
+    from probcl.eval.ood_scores import SCORES
     from probcl.methods import METHODS
 
     blocks = {
         "config-reference": config_reference(),
         "suite-options": suite_options_reference(),
         "cli-reference": cli_reference(),
+        "ood-scores": SCORES.markdown_table(),
     }
     for method in METHODS.names():
         blocks[f"method-args {method}"] = options_table(METHODS.get(method).Params, "")
