@@ -257,7 +257,7 @@ def _action_row(action: argparse.Action) -> str:
     flag = isinstance(action, (argparse._StoreConstAction, argparse._StoreTrueAction, argparse._StoreFalseAction))
     shown = not flag and action.default is not None and action.default != [] and action.default is not argparse.SUPPRESS
     default = f"`{action.default}`" if shown else ""
-    return f"| {_cell(name)} | {_cell(default)} | {_cell(action.help or '')} |"
+    return f"| {_cell(name)} | {_cell(default)} | {_cell(str(action.help or ''))} |"  # str: a lazily rendered help
 
 
 def _documented(action: argparse.Action) -> bool:
