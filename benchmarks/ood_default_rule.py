@@ -58,7 +58,22 @@ def markdown(result: dict) -> str:
     """The confirmation table: per cell and OOD set, the default's AUROC, the best single score's and
     Mahalanobis's; then per set how many cells meet the target."""
     confirmation = result["confirmation"]
-    lines = [
+    lines = []
+    if result["development"].get("ranking"):
+        lines += [
+            f"Development cells: {', '.join(result['development']['cells'])}. Candidates in the rule's order "
+            "(target met on development; (set, cell) pairs and acceptance cells meeting it; worst shortfall):",
+            "",
+            "| candidate | met | hits | worst shortfall |",
+            "| --- | :---: | ---: | ---: |",
+        ]
+        for entry in result["development"]["ranking"]:
+            summary = entry["summary"]
+            hits = sum(e["met"] for e in summary["sets"].values()) + summary["acceptance"]["met"]
+            worst = max((e["worst_shortfall"] for e in summary["sets"].values()), default=0.0)
+            lines.append(f"| {entry['candidate']} | {'yes' if summary['met'] else 'no'} | {hits} | {worst:.3f} |")
+        lines.append("")
+    lines += [
         f"Default candidate: **{result['candidate']}** ({', '.join(result['combination'])}); "
         f"target met: **{'yes' if confirmation['summary']['met'] else 'no'}**.",
         "",

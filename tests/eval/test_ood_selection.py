@@ -114,6 +114,7 @@ def test_confirmation_table_follows_the_target_with_scikit_learn_aurocs(cells, t
 
     markdown = script.markdown(result)
     assert markdown.count("| conf-s") == 3 * 3  # two OOD sets and the acceptance row per cell
+    assert all(f"| {candidate} |" in markdown for candidate in CANDIDATES)  # the development ranking
     with pytest.raises(ConfigError, match="unknown candidate"):
         script.apply_rule([], folders(confirm), "nope")
 
