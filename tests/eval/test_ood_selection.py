@@ -54,7 +54,9 @@ def cells(tmp_path_factory):
 
 
 def test_per_image_scores_round_trip_compactly(tmp_path):
-    scores = PerImageScores({ID_TEST: {"knn10": torch.rand(50), "input_stats": torch.tensor([1e6, 2.0])}}, {"x": 1})
+    near = "npz:/data/held-out.npz"  # a set name with slashes
+    sets = {ID_TEST: {"knn10": torch.rand(50), "input_stats": torch.tensor([1e6, 2.0])}, near: {"knn10": torch.ones(3)}}
+    scores = PerImageScores(sets, {"x": 1})
     size = save_scores(tmp_path / "ood-scores.npz", scores)
     back = load_scores(tmp_path)  # the folder holding ood-scores.npz, or the file itself
     assert size == (tmp_path / "ood-scores.npz").stat().st_size and back.meta["x"] == 1
@@ -62,7 +64,7 @@ def test_per_image_scores_round_trip_compactly(tmp_path):
         assert npz[f"{ID_TEST}/knn10"].dtype == np.float16  # fits float16
         assert npz[f"{ID_TEST}/input_stats"].dtype == np.float32  # 1e6 does not
     torch.testing.assert_close(back.sets[ID_TEST]["knn10"], scores.sets[ID_TEST]["knn10"].double(), atol=5e-4, rtol=0)
-    assert back.sets[ID_TEST]["input_stats"].tolist() == [1e6, 2.0]
+    assert back.sets[ID_TEST]["input_stats"].tolist() == [1e6, 2.0] and back.sets[near]["knn10"].tolist() == [1.0] * 3
     with pytest.raises(ConfigError, match="saved by the ood suite"):
         load_scores(tmp_path / "missing")
 

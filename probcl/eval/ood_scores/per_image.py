@@ -74,6 +74,6 @@ def load_scores(path: str | Path) -> PerImageScores:
         for key in npz.files:
             if key == "meta":
                 continue
-            set_name, score = key.split("/", 1)
+            set_name, score = key.rsplit("/", 1)  # set names can hold "/" (npz:PATH), score names cannot
             sets.setdefault(set_name, {})[score] = torch.from_numpy(npz[key].astype(np.float64))
     return PerImageScores(sets, meta)

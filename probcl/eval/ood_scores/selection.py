@@ -90,7 +90,9 @@ def judge_cell(
     for name in scores.ood_sets:
         singles = {s: auroc(scores.sets[ID_TEST][s], scores.sets[name][s]) for s in names}
         best = max(singles, key=singles.__getitem__)
-        value = auroc(id_decision, decision(name))
+        # one score ranks images by itself (its -log p is a step function of it, whose ties its flags never see);
+        # a combination by its combined score
+        value = singles[decide] if decide != COMBINED else auroc(id_decision, decision(name))
         near_set = name in near or is_near(name, meta["dataset"])
         maha = singles.get(MAHALANOBIS)
         floors = [singles[best] - target.margin]  # AUROCs the candidate must reach on this set
