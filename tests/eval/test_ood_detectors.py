@@ -64,12 +64,13 @@ def _scatter_scaled(train, labels, queries):
 def test_mahalanobis_is_pytorch_ood_times_2_n_minus_k(arrays):
     train, labels, queries = arrays[:3]
     train, queries = _scatter_scaled(train, labels, queries)
+    previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)  # pytorch-ood allocates its means with the default dtype
     try:
         detector = Mahalanobis(None).fit_features(torch.from_numpy(train), torch.from_numpy(labels))
         expected = detector.predict_features(torch.from_numpy(queries)).numpy()
     finally:
-        torch.set_default_dtype(torch.float32)
+        torch.set_default_dtype(previous)
     # probcl: precision of S / (N - K) + RIDGE * mean diag(S) / (N - K) I = (N - K) (S + 1e-6 I)^-1 here
     assert RIDGE == 1e-6
     got = probcl_scores(arrays, ["mahalanobis"], normalise_scatter=True)["mahalanobis"]
@@ -92,12 +93,13 @@ def test_relative_mahalanobis_by_hand_and_against_pytorch_ood(arrays):
     got = probcl_scores(arrays, ["rmd"])["rmd"]
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
+    previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:  # pytorch-ood: unnormalised scatters, so its score is probcl's / N up to the size of the ridges
         detector = RMD(None).fit_features(torch.from_numpy(train), torch.from_numpy(labels))
         theirs = detector.predict_features(torch.from_numpy(queries)).numpy()
     finally:
-        torch.set_default_dtype(torch.float32)
+        torch.set_default_dtype(previous)
     np.testing.assert_allclose(got / N, theirs, rtol=1e-3, atol=1e-4 * np.abs(theirs).max())
 
 
