@@ -26,7 +26,7 @@ from probcl.eval import ModelOnData
 from probcl.eval.id_reference import ReferenceOptions, fit_reference
 from probcl.eval.inputs import calibration_halves
 from probcl.eval.ood import ood_metrics
-from probcl.eval.score_table import COMBINED
+from probcl.eval.ood_scores.calibration import COMBINED
 
 FAR = ["digits", *GENERATED]
 

@@ -26,7 +26,7 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     run's``), the option is a flag, or it has none (a repeatable option that starts empty)."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help or ""
+        text = str(action.help or "")  # a lazily rendered help (an object whose str() is the text) too
         if "default" in text or action.nargs == 0 or action.default in (None, [], argparse.SUPPRESS):
             return text
         return super()._get_help_string(action)

@@ -257,7 +257,7 @@ def _action_row(action: argparse.Action) -> str:
     flag = isinstance(action, (argparse._StoreConstAction, argparse._StoreTrueAction, argparse._StoreFalseAction))
     shown = not flag and action.default is not None and action.default != [] and action.default is not argparse.SUPPRESS
     default = f"`{action.default}`" if shown else ""
-    return f"| {_cell(name)} | {_cell(default)} | {_cell(action.help or '')} |"
+    return f"| {_cell(name)} | {_cell(default)} | {_cell(str(action.help or ''))} |"  # str: a lazily rendered help
 
 
 def _documented(action: argparse.Action) -> bool:
@@ -320,12 +320,14 @@ def method_presets_table(method: str) -> str:
 def generated_blocks() -> dict[str, str]:
     """Marker name -> Markdown; ``docs/hooks.py`` replaces ``<!-- generated: NAME -->`` lines with them
     (``method-args NAME`` and ``method-presets NAME`` for each registered method)."""
+    from probcl.eval.ood_scores import SCORES
     from probcl.methods import METHODS
 
     blocks = {
         "config-reference": config_reference(),
         "suite-options": suite_options_reference(),
         "cli-reference": cli_reference(),
+        "ood-scores": SCORES.markdown_table(),
     }
     for method in METHODS.names():
         blocks[f"method-args {method}"] = options_table(METHODS.get(method).Params, "")

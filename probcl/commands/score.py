@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, cast
 
 from probcl.core.deprecation import RenamedFlag
 
@@ -31,26 +31,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--score",
         default="combined",
-        help="the score that decides the OOD flag: 'combined' (default: the smallest weighted tail "
-        "probability of the combination's scores under the training data), or one score's name as in "
-        "`probcl evaluate --suite ood` (knn10, knn10_raw, feature_norm, mahalanobis, "
-        "mahalanobis_classfree, input_stats, vmf_density, image_energy, uncertainty:NAME)",
+        help=registry_help(
+            "the score that decides the OOD flag: 'combined' (default: the smallest weighted tail "
+            "probability of the combination's scores under the training data), or one score's name as in "
+            "`probcl evaluate --suite ood` ({names})"
+        ),
     )
     p.add_argument(
         "--combination",
         default=None,
         metavar="NAMES",
-        help="comma-separated scores of the combined score (default: knn10, feature_norm, mahalanobis, "
-        "input_stats and the method's own score); the ood suite's option ood.combination",
+        help=registry_help(
+            "comma-separated scores of the combined score (default: {default} and the method's own score); "
+            "the ood suite's option ood.combination"
+        ),
     )
     p.add_argument("--split", default="all", choices=["all", "train", "test"], help="split of --dataset to score")
-    p.add_argument("--knn-k", type=int, default=10, help="neighbours of the kNN distances (TaU paper: 10)")
+    p.add_argument(
+        "--knn-k",
+        type=int,
+        default=None,
+        help=registry_help("neighbours of the combination's kNN distance, as in the TaU paper (default: {knn_k})"),
+    )
     p.add_argument("--k", dest="knn_k", type=int, action=RenamedFlag, new="--knn-k", help=argparse.SUPPRESS)
     p.add_argument(
         "--ood-threshold-tpr",
         type=float,
-        default=0.95,
-        help="OOD thresholds accept this share of in-distribution images (the run's test split)",
+        default=None,
+        help=registry_help(
+            "OOD thresholds accept this share of in-distribution images (the run's test split) (default: {tpr})"
+        ),
     )
     p.add_argument(
         "--probe",
@@ -109,6 +119,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+class RegistryHelp:
+    """A help text naming the registered OOD scores (``{names}``, ``{default}``) and their defaults (``{knn_k}``,
+    ``{tpr}``), rendered (``str``, by the CLI's help formatter) only when help is shown: the registry imports
+    torch, which the CLI's start-up does not."""
+
+    def __init__(self, template: str) -> None:
+        self.template = template
+
+    def __str__(self) -> str:
+        from probcl.eval.ood_scores import SCORES
+        from probcl.eval.outlier import DEFAULT_KNN_K, DEFAULT_TPR
+
+        default = SCORES.default_combination([e.name for e in SCORES.entries() if e.kind != "own uncertainty"])
+        return self.template.format(
+            names=", ".join(SCORES.spellings()), default=", ".join(default), knn_k=DEFAULT_KNN_K, tpr=DEFAULT_TPR
+        )
+
+    def strip(self) -> str:  # argparse asks whether the text is blank
+        return str(self).strip()
+
+
+def registry_help(template: str) -> str:
+    """A :class:`RegistryHelp` where argparse expects the text (the CLI's help formatter renders it with ``str``)."""
+    return cast(str, RegistryHelp(template))
+
+
 SHARED_OOD_OPTIONS = ("combination", "knn_k")  # the ood suite's options that score takes too
 
 
@@ -147,11 +183,12 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if "combination" in ood:
         args.combination = ood["combination"]
     combination = [s.strip() for s in args.combination.split(",") if s.strip()] if args.combination else None
+    defaults = ScoreOptions()
     options = ScoreOptions(
         score=args.score,
         combination=combination,
-        k=args.knn_k,
-        tpr=args.ood_threshold_tpr,
+        knn_k=defaults.knn_k if args.knn_k is None else args.knn_k,
+        tpr=defaults.tpr if args.ood_threshold_tpr is None else args.ood_threshold_tpr,
         probe=args.probe,
         split=args.split,
         batch_size=args.batch_size,
@@ -166,7 +203,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     )
     summary = score_dataset(args.run, args.dataset, args.out, options, html=args.html)
     print_table(
-        f"OOD decision: {summary.score} ({args.ood_threshold_tpr:.0%} of in-distribution images accepted)",
+        f"OOD decision: {summary.score} ({options.tpr:.0%} of in-distribution images accepted)",
         ("score", "flag when its tail probability under the training data is below"),
         [(name, f"{p:.3g}") for name, p in summary.tail_thresholds.items()],  # w_s exp(-T): what flags use
     )

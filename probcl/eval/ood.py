@@ -22,11 +22,16 @@ from probcl.data.ood_sets import GENERATED, generated_set
 from probcl.data.sources import ImageSource, TensorImages
 from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
-from probcl.eval.id_reference import ReferenceOptions, fit_reference
+from probcl.eval.id_reference import IdReference, ReferenceOptions, fit_reference
 from probcl.eval.inputs import id_test_halves
 from probcl.eval.linear import LinearProbe
-from probcl.eval.outlier import knn_distance, knn_distances
-from probcl.eval.score_table import COMBINED, method_uncertainty_fns, two_sided
+from probcl.eval.ood_scores.calibration import COMBINED, two_sided
+from probcl.eval.ood_scores.entries import KNN_KS
+from probcl.eval.ood_scores.head import LinearHead
+from probcl.eval.ood_scores.per_image import ID_CALIBRATION, ID_TEST, OOD_SCORES_FILE, PerImageScores, save_scores
+from probcl.eval.ood_scores.registry import knn_name
+from probcl.eval.outlier import DEFAULT_KNN_K, DEFAULT_TPR, knn_distance, knn_distances
+from probcl.eval.score_table import method_uncertainty_fns
 from probcl.eval.suites import SUITES
 
 # Real OOD sets tried by default for a training dataset (skipped with a note when not installed).
@@ -38,7 +43,7 @@ DEFAULT_OOD_DATASETS = {
     "cifar100": ["svhn", "cifar10"],
     "stl10": ["svhn", "cifar10"],
 }
-TPR_LEVEL = 0.95
+TPR_LEVEL = DEFAULT_TPR
 
 
 # ----------------------------------------------------------------------------- metrics
@@ -110,16 +115,6 @@ def ood_metrics(id_scores, ood_scores) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- scores
-
-
-def msp_score(logits: torch.Tensor) -> torch.Tensor:
-    """Negated maximum softmax probability (Hendrycks & Gimpel 2017)."""
-    return -logits.float().softmax(1).amax(1)
-
-
-def energy_score(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """Free energy E(x) = -T logsumexp(f(x)/T) of the logits (Liu et al. 2020)."""
-    return -temperature * torch.logsumexp(logits.float() / temperature, dim=1)
 
 
 def mc_dropout_probs(probe: LinearProbe, features: torch.Tensor, p: float, passes: int, seed: int = 0) -> torch.Tensor:
@@ -211,8 +206,10 @@ PROBE_OUTPUTS = "ood-probe-outputs.pt"  # a run's probe softmax outputs on the o
 class OodOptions:
     datasets: list[str] | None = None  # OOD sets (default: real sets for the training data + generated ones)
     max_images: Annotated[int | None, AtLeast(1)] = None  # seeded subset of each ID test half and each OOD set
-    knn_k: list[Annotated[int, AtLeast(1)]] = field(default_factory=lambda: [1, 10, 200])  # k of kNN distances
-    projection_knn_k: Annotated[int, AtLeast(1)] = 10  # k of the TaU paper's kNN on projections (knn{k}_projection)
+    # k of kNN distances, besides the registered ones (1, 10, 50)
+    knn_k: list[Annotated[int, AtLeast(1)]] = field(default_factory=lambda: list(KNN_KS))
+    # k of the TaU paper's kNN on projections (knn{k}_projection)
+    projection_knn_k: Annotated[int, AtLeast(1)] = DEFAULT_KNN_K
     mc_passes: Annotated[int, AtLeast(1)] = 20  # MC-dropout forward passes (probe input; encoder dropout)
     dropout: Annotated[float, InRange(0, 1, high_open=True)] = 0.2  # MC-dropout rate on the probe's input
     runs: list[str] | None = None  # other runs of the same method: deep-ensemble MSP
@@ -284,6 +281,30 @@ def ood_summary(result: dict) -> dict[str, float]:
     return rows
 
 
+def _save_per_image_scores(
+    ctx: ModelOnData, reference: IdReference, calibration: dict, outputs: dict, seed: int
+) -> dict | None:
+    """Every registered score of the ID calibration half, the held-out ID half and each OOD set, saved as
+    ``RUN/ood-scores.npz`` (:mod:`probcl.eval.ood_scores.per_image`); its name and size (None: no run folder)."""
+    if ctx.run_dir is None:
+        return None
+    names = reference.score_names
+    sets = {ID_CALIBRATION: calibration, ID_TEST: outputs["id"], **{k: v for k, v in outputs.items() if k != "id"}}
+    meta = {
+        "run": ctx.name,
+        "method": ctx.method,
+        "dataset": ctx.info.dataset,
+        "combination": reference.combination,
+        "knn_k": reference.knn_k,
+        "seed": seed,
+        "tpr": TPR_LEVEL,
+        "sizes": {name: len(values["labels"]) for name, values in sets.items()},
+    }
+    scores = PerImageScores({name: {s: values[s] for s in names} for name, values in sets.items()}, meta)
+    size = save_scores(ctx.paths.root / OOD_SCORES_FILE, scores)
+    return {"file": OOD_SCORES_FILE, "bytes": size, "sets": list(sets), "scores": names}
+
+
 @SUITES.register("ood", options=OodOptions, title="Out-of-distribution detection", summary=ood_summary)
 def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
     """AUROC, AUPR-in/out and FPR95 of every outlier score (probe MSP, energy, MC-dropout on the probe input,
@@ -302,19 +323,20 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
     calibration, id_data, id_idx = id_test_halves(ctx, "ood", o.max_images, o.seed)
     sets, skipped = ood_sets(ctx, o.datasets, id_data, o.max_images, o.seed)
     _, probe = ctx.linear_probe()
-    reference, _ = fit_reference(
-        ctx, calibration, ReferenceOptions(combination=o.combination, seed=o.seed), extra_k=o.knn_k
+    reference, id_calibration = fit_reference(
+        ctx,
+        calibration,
+        ReferenceOptions(combination=o.combination, seed=o.seed),
+        LinearHead.of_probe(probe),
+        [knn_name(k, normalized=True) for k in o.knn_k],
     )
     images: dict[str, ImageSource] = {"id": id_data, **sets}
-    outputs = {name: reference.collect(ctx, data, f"scores: {name}", o.knn_k) for name, data in images.items()}
+    outputs = {name: reference.collect(ctx, data, f"scores: {name}") for name, data in images.items()}
     features = {name: out.pop("features") for name, out in outputs.items()}
     scores: dict[str, dict[str, torch.Tensor]] = {name: {} for name in features}
     probe_outputs, accepted = {}, math.nan
     for name, f in features.items():
-        logits = probe.logits(f)
-        probe_outputs[name] = logits.softmax(1)
-        scores[name]["msp"] = msp_score(logits)
-        scores[name]["energy"] = energy_score(logits)
+        probe_outputs[name] = probe.logits(f).softmax(1)
         probs = mc_dropout_probs(probe, f, o.dropout, o.mc_passes, o.seed)
         scores[name]["mc_dropout_entropy"] = entropy(probs.mean(0))
         scores[name]["mc_dropout_mi"] = mutual_information(probs)
@@ -342,6 +364,7 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
             scores[name]["ensemble_msp"] = ensemble_scores([p[name] for p in member_probs])["ensemble_msp"]
     if o.keep_probe_outputs and ctx.run_dir is not None:
         torch.save({name: p.half() for name, p in probe_outputs.items()}, ctx.paths.root / PROBE_OUTPUTS)
+    saved = _save_per_image_scores(ctx, reference, id_calibration, outputs, o.seed)
     score_names = list(scores["id"])
     dropout_note = (
         f"channel dropout p={ctx.model.cfg.model.dropout2d} in the encoder, {o.mc_passes} passes: "
@@ -363,11 +386,7 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
             id_split="the ID test set cut into two seeded halves: the ID-fitted scores are calibrated on one, "
             "every metric and id_accepted measured on the other (held out)",
             ood_images={name: len(data) for name, data in sets.items()},
-            probe="offline linear probe of the `linear` suite",
-            msp="-max softmax (Hendrycks & Gimpel 2017)",
-            energy="-logsumexp(logits), T=1 (Liu et al. 2020)",
-            knn=f"mean Euclidean distance to the k nearest L2-normalized training features, k in {o.knn_k} "
-            "(probcl's backbone kNN)",
+            probe="offline linear probe of the `linear` suite (the head of msp, energy, max_logit, vim)",
             knn_projection=f"knn{o.projection_knn_k}_projection: the TaU paper's kNN baseline, mean Euclidean distance "
             f"to the {o.projection_knn_k} nearest L2-normalized projections of the held-out ID images, self-match "
             "removed"
@@ -382,6 +401,7 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
             method_uncertainty=list(method_uncertainty_fns(ctx.encoder)) or None,
             ensemble_runs=[ctx.name] + [m.name for m in members] if members else None,
             probe_outputs=PROBE_OUTPUTS if o.keep_probe_outputs and ctx.run_dir is not None else None,
+            per_image_scores=saved,
             generated=f"{', '.join(GENERATED)} from the held-out ID test images, seed {o.seed}",
             skipped=skipped or None,
             seed=o.seed,

@@ -27,6 +27,7 @@ from probcl.core.layout import RunPaths
 from probcl.core.metrics_file import read_metrics
 from probcl.core.run_lock import RunLock
 from probcl.eval.ood import PROBE_OUTPUTS
+from probcl.eval.ood_scores.per_image import OOD_SCORES_FILE
 from probcl.report.document import Document
 from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source, method_seeds, method_suites
 
@@ -197,7 +198,7 @@ def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
 
 
 # cell.json last: it marks a copy done; the probe outputs exist for seed_ensembles methods only
-PUBLISHED_FILES = ("config.yaml", "eval.json", "metrics.jsonl", PROBE_OUTPUTS, CELL_FILE)
+PUBLISHED_FILES = ("config.yaml", "eval.json", "metrics.jsonl", PROBE_OUTPUTS, OOD_SCORES_FILE, CELL_FILE)
 
 
 def cell_complete(bench: BenchmarkConfig, cell: Cell, run_dir: Path) -> bool:

@@ -2,7 +2,8 @@
 
 A block whose language is a shell or Python (:data:`RUNNABLE`) claims to run. It is executed by a test when its
 page is listed in :data:`EXECUTED` (the tutorials, by ``test_tutorials.py``; the worked example of
-``docs/adding-a-method.md``, by ``tests/methods/test_adding_a_method.py``; the README's Python example, by
+``docs/adding-a-method.md``, by ``tests/methods/test_adding_a_method.py``; that of ``docs/adding-a-score.md``, by
+``tests/eval/test_adding_a_score.py``; the README's Python example, by
 ``test_docs_blocks.py``); anywhere else the line right above it must say why it is not run::
 
     <!-- not run: needs a GPU -->
@@ -27,6 +28,7 @@ EXECUTED = {
     "docs/tutorials/compare-methods.md": "tests/docs/test_tutorials.py",
     "docs/tutorials/uncertainty-ood.md": "tests/docs/test_tutorials.py",
     "docs/adding-a-method.md": "tests/methods/test_adding_a_method.py",
+    "docs/adding-a-score.md": "tests/eval/test_adding_a_score.py",
 }
 
 

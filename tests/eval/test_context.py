@@ -32,7 +32,7 @@ def test_model_on_data_takes_a_run_or_an_encoder():
 @pytest.mark.parametrize(
     "fields, message",
     [
-        ({"k": 0}, r"^k must be >= 1, got 0$"),
+        ({"knn_k": 0}, r"^knn_k must be >= 1, got 0$"),
         ({"tpr": 0.0}, r"^tpr must be in \(0, 1\], got 0\.0$"),
         ({"tpr": 1.01}, r"^tpr must be in \(0, 1\], got 1\.01$"),
     ],
@@ -40,4 +40,4 @@ def test_model_on_data_takes_a_run_or_an_encoder():
 def test_reference_options_reject_out_of_range_values(fields, message):
     with pytest.raises(ConfigError, match=message):
         ReferenceOptions(**fields)
-    assert ReferenceOptions(k=1, tpr=1.0).tpr == 1.0  # the closed ends are valid
+    assert ReferenceOptions(knn_k=1, tpr=1.0).tpr == 1.0  # the closed ends are valid

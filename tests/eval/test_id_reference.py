@@ -12,9 +12,12 @@ from scipy.special import logsumexp
 from sklearn.neighbors import NearestNeighbors
 
 from probcl.errors import ConfigError
-from probcl.eval.id_reference import IdReference, vmf_kernel_density_score
+from probcl.eval.id_reference import IdReference
+from probcl.eval.ood_scores.calibration import COMBINED, combination_weights, two_sided
+from probcl.eval.ood_scores.entries import vmf_kernel_density_score
 from probcl.eval.outlier import knn_distance, knn_distances, threshold_at_tpr
-from probcl.eval.score_table import COMBINED, combination_weights, two_sided
+
+A, B, C = "knn1", "knn10", "knn50"  # registered one-sided scores standing in for any three
 
 
 def test_knn_distances_for_several_k_match_scikit_learn():
@@ -46,17 +49,17 @@ def test_vmf_kernel_density_score_matches_its_formula():
     np.testing.assert_allclose(vmf_kernel_density_score(means, bank, kappa, chunk=4).numpy(), expected, rtol=1e-5)
 
 
-def synthetic_reference(names=("a", "b", "c")) -> IdReference:
+def synthetic_reference(names=(A, B, C)) -> IdReference:
     """A reference whose scores are given directly (calibration never touches the fitted statistics)."""
-    return IdReference(torch.zeros(1, 2), torch.zeros(1), 10, {}, [], score_names=list(names))
+    return IdReference({name: {} for name in names})
 
 
 def test_calibration_halves_flags_and_flagged_by_hand_checked():
     g = torch.Generator().manual_seed(2)
     ref = synthetic_reference()
-    id_scores = {name: torch.randn(400, generator=g) for name in ("a", "b", "c")}
-    ref.calibrate(id_scores, ["a", "b"], tpr=0.9, seed=3)
-    assert ref.calibration_sizes == {"tails": 200, "thresholds": 200}
+    id_scores = {name: torch.randn(400, generator=g) for name in (A, B, C)}
+    ref.calibrate(id_scores, [A, B], tpr=0.9, seed=3)
+    assert ref.calibrated.sizes == {"tails": 200, "thresholds": 200}
     perm = torch.randperm(400, generator=torch.Generator().manual_seed(3))
     tails, held = perm[:200], perm[200:]
 
@@ -67,20 +70,20 @@ def test_calibration_halves_flags_and_flagged_by_hand_checked():
         beta = np.mean(ref_scores[:10] - ref_scores[10])  # the 10 (5 % of 200) largest over the 11th
         return np.where(x > ref_scores[0], np.exp(-(x - ref_scores[0]) / beta) / 201, empirical)
 
-    # two guards (no distance score): equal Bonferroni weights 1/2
-    combined_held = -np.log(np.minimum(p_value("a", id_scores["a"][held]), p_value("b", id_scores["b"][held])) / 0.5)
+    # two distances (no guard): equal Bonferroni weights 1/2
+    combined_held = -np.log(np.minimum(p_value(A, id_scores[A][held]), p_value(B, id_scores[B][held])) / 0.5)
     expected_threshold = np.sort(combined_held)[math.ceil(201 * 0.9) - 1]
     assert ref.thresholds[COMBINED] == pytest.approx(expected_threshold, rel=1e-6)
 
-    new = {"a": torch.tensor([10.0, 0.0, 10.0]), "b": torch.tensor([0.0, 0.0, 10.0]), "c": torch.tensor([9.0] * 3)}
+    new = {A: torch.tensor([10.0, 0.0, 10.0]), B: torch.tensor([0.0, 0.0, 10.0]), C: torch.tensor([9.0] * 3)}
     decision = ref.decision(new)
-    np.testing.assert_allclose(decision["p:a"].numpy(), p_value("a", new["a"]), rtol=1e-6)
+    np.testing.assert_allclose(decision[f"p:{A}"].numpy(), p_value(A, new[A]), rtol=1e-6)
     flags, flagged_by = ref.flags(decision)
     assert flags.tolist() == [True, False, True]
-    assert flagged_by == ["a", "", "a;b"]  # c is extreme too, but not in the combination
-    assert ref.most_unusual(decision)[0] == "a"
-    single_flags, single_by = ref.flags(ref.decision(new, "c"), "c")
-    assert single_flags.tolist() == [True] * 3 and single_by == ["c"] * 3
+    assert flagged_by == [A, "", f"{A};{B}"]  # c is extreme too, but not in the combination
+    assert ref.most_unusual(decision)[0] == A
+    single_flags, single_by = ref.flags(ref.decision(new, C), C)
+    assert single_flags.tolist() == [True] * 3 and single_by == [C] * 3
 
 
 def test_thresholds_accept_the_promised_share_of_fresh_id_images():
@@ -89,8 +92,8 @@ def test_thresholds_accept_the_promised_share_of_fresh_id_images():
     for seed in range(20):
         g = torch.Generator().manual_seed(100 + seed)
         ref = synthetic_reference()
-        ref.calibrate({n: torch.randn(600, generator=g) for n in ("a", "b", "c")}, ["a", "b", "c"], 0.95, seed)
-        fresh = {n: torch.randn(5000, generator=g) for n in ("a", "b", "c")}
+        ref.calibrate({n: torch.randn(600, generator=g) for n in (A, B, C)}, [A, B, C], 0.95, seed)
+        fresh = {n: torch.randn(5000, generator=g) for n in (A, B, C)}
         accepted.append(1 - ref.flags(ref.decision(fresh))[0].float().mean().item())
     # each acceptance rate has sd ~0.013 (300 threshold images); the mean of 20 has sd ~0.003
     assert np.mean(accepted) >= 0.95 - 0.006
@@ -117,36 +120,31 @@ def test_two_sided_scores_flag_both_tails_and_the_state_round_trips():
         ref.calibrate({"feature_norm": torch.zeros(4), "knn10": torch.zeros(4)}, ["nope"], 0.95, 0)
 
 
-def test_method_scores_come_from_declared_capabilities():
-    from methods.helpers import build
+def test_which_scores_a_run_gets_follows_its_labels_head_and_declared_capabilities():
+    from probcl.eval.ood_scores import SCORES, FitData
+    from probcl.eval.ood_scores.head import LinearHead
 
-    from probcl.eval.score_table import score_names
-
-    base = ["knn10", "knn10_raw", "feature_norm", "mahalanobis_classfree", "input_stats"]
-    assert score_names(build("simclr"), 10, labeled=False) == base
-    assert score_names(build("c-simclr"), 10, labeled=False) == [*base, "vmf_density"]
-    assert score_names(build("ebclr"), 10, labeled=False) == [*base, "image_energy"]
-    assert score_names(build("tau-simclr"), 10, labeled=True) == [
-        "knn10",
-        "knn10_raw",
+    g = torch.Generator().manual_seed(0)
+    features, stats = torch.randn(40, 6, generator=g), torch.rand(40, 7, generator=g)
+    unlabeled = FitData(features, torch.full((40,), -1), stats)
+    head = LinearHead(torch.randn(3, 6, generator=g), torch.randn(3, generator=g))
+    labeled = FitData(features, torch.arange(40) % 3, stats, head, uncertainty_names=["neg_u"])
+    needs_labels, needs_head = {"mahalanobis", "rmd"}, {"msp", "energy", "max_logit", "vim"}
+    own = {"vmf_density", "image_energy"}  # capabilities SimCLR-like data lacks
+    registered = [e.name for e in SCORES.entries()]
+    assert list(SCORES.available(unlabeled)) == [n for n in registered if n not in needs_labels | needs_head | own]
+    with_extra = list(SCORES.available(labeled, ["knn7"]))  # the declared uncertainty joins by itself
+    assert with_extra == [*(n for n in registered if n not in own), "uncertainty:neg_u", "knn7"]
+    ref = IdReference.fit(labeled, knn_k=7)
+    assert SCORES.default_combination(ref.score_names, ref.knn_k) == [
+        "knn7",
         "feature_norm",
         "mahalanobis",
-        "mahalanobis_classfree",
         "input_stats",
         "uncertainty:neg_u",
-        "uncertainty:neg_u_squared",
     ]
-
-    class Probed:  # has what the capabilities provide, without declaring them: not used
-        uncertainty_scores = ("a",)
-        encoder_concentration = 10.0
-
-        def uncertainty(self, images, score=None):
-            return images
-
-    assert score_names(Probed(), 5, labeled=False) == [
-        "knn5",
-        "knn5_raw",
+    assert SCORES.default_combination(list(SCORES.available(unlabeled))) == [
+        "knn10",
         "feature_norm",
         "mahalanobis_classfree",
         "input_stats",
@@ -179,7 +177,9 @@ def test_distance_scores_get_most_of_the_false_alarm_budget():
         0,
     )
     assert ref.protocol()["combined"].endswith("knn10 0.95, feature_norm 0.05")
-    tails = ref._calibrated().tail_probabilities({"knn10": torch.tensor([0.99]), "feature_norm": torch.tensor([5.0])})
+    tails = ref.calibrated.combiner.tail_probabilities(
+        {"knn10": torch.tensor([0.99]), "feature_norm": torch.tensor([5.0])}
+    )
     decision = ref.decision({"knn10": torch.tensor([0.99]), "feature_norm": torch.tensor([5.0])})
     expected = max(-math.log(float(tails["knn10"]) / 0.95), -math.log(float(tails["feature_norm"]) / 0.05))
     assert float(decision["ood_score"]) == pytest.approx(expected, rel=1e-6)

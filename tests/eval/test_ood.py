@@ -10,7 +10,9 @@ from sklearn.metrics import average_precision_score, roc_auc_score, roc_curve
 from probcl.data.ood_sets import generated_set
 from probcl.data.sources import TensorImages
 from probcl.eval.linear import LinearProbe
-from probcl.eval.ood import energy_score, entropy, mc_dropout_probs, msp_score, mutual_information, ood_metrics
+from probcl.eval.ood import entropy, mc_dropout_probs, mutual_information, ood_metrics
+from probcl.eval.ood_scores.head import energy as energy_score
+from probcl.eval.ood_scores.head import msp as msp_score
 
 
 def sklearn_reference(id_scores: np.ndarray, ood_scores: np.ndarray) -> dict[str, float]:

@@ -10,6 +10,7 @@ from probcl.cli import main
 from probcl.config import ConfigError
 from probcl.core.io import read_json
 from probcl.core.presets import resolve_config_path
+from probcl.eval.ood_scores.per_image import load_scores
 from probcl.report.claims import evaluate_claims
 from probcl.tasks.benchmark import run_benchmark
 from probcl.tasks.benchmark_grid import Cell, cell_config, grid, load_benchmark
@@ -243,7 +244,10 @@ def test_study_runs_seed_by_seed_publishes_each_cell_and_judges_claims(tmp_path)
         "config.yaml",
         "eval.json",
         "metrics.jsonl",
+        "ood-scores.npz",  # every registered score of every image the ood suite scored: travels with the cell
     ]
+    saved = load_scores(published / "cells" / "simclr-s0")
+    assert saved.meta["run"] == str(out / "cells" / "simclr-s0") and "mahalanobis" in saved.sets["id_test"]
     assert not list(published.rglob("*.ckpt"))
     results = read_json(published / "results.json")
     assert {c["name"] for c in results["cells"]} == {"simclr-s0", "simclr-s1", "tau-posthoc-s0", "tau-posthoc-s1"}

@@ -24,13 +24,15 @@ from probcl.cli import main
 from probcl.config import load_config
 from probcl.data.loaders import load_dataset
 from probcl.errors import RunError
+from probcl.eval.ood_scores import SCORES as OOD_SCORES
 from probcl.tasks.pretrain import pretrain
 from probcl.tasks.score import ScoreOptions, score_dataset
 
 CALIBRATION = 300  # of digits' 540 test images; the other 240 are held out from every fitted quantity
 # the default combination's Bonferroni weights: the distances share 0.95, the guards 0.05
 WEIGHTS = {"knn10": 0.475, "mahalanobis": 0.475, "feature_norm": 0.025, "input_stats": 0.025}
-SCORES = ["knn10", "knn10_raw", "feature_norm", "mahalanobis", "mahalanobis_classfree", "input_stats"]
+# a labeled SimCLR run with an online probe gets every registered score but the methods' own, in registry order
+SCORES = [e.name for e in OOD_SCORES.entries() if e.kind != "own uncertainty"]
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +185,9 @@ def test_the_fitted_reference_is_cached_per_checkpoint(run, garbage, tmp_path, m
     assert torch.load(cache, weights_only=True)["checkpoint"]["mtime_ns"] == ckpt.stat().st_mtime_ns
     assert Path(cache).stat().st_mtime_ns == stamp
 
-    other = score_dataset(run, f"folder:{garbage}", tmp_path / "c.csv", ScoreOptions(max_calibration=200, seed=5, k=5))
+    other = score_dataset(
+        run, f"folder:{garbage}", tmp_path / "c.csv", ScoreOptions(max_calibration=200, seed=5, knn_k=5)
+    )
     assert len(fits) == 2 and other.cache["path"] != cache and "knn5" in read_rows(tmp_path / "c.csv")[0]
 
     # A changed checkpoint (new weights, rewritten file) invalidates the cached reference.
@@ -236,7 +240,7 @@ def test_a_single_score_can_decide_and_bad_names_fail_early(run, garbage, tmp_pa
         crossed = -math.log(float(row["p:input_stats"])) > threshold
         assert row["ood"] == str(crossed) and row["flagged_by"] == ("input_stats" if crossed else "")
     assert main(["score", str(run), "--dataset", "digits", "--score", "uncertainty:neg_u"]) == 2
-    assert "valid for this run: knn10, knn10_raw" in capsys.readouterr().err
+    assert f"valid for this run: {', '.join(SCORES)}" in capsys.readouterr().err  # TaU's score, on a SimCLR run
     assert main(["score", str(run), "--dataset", "digits", "--combination", "knn10,nope"]) == 2
     assert "unknown score(s) nope in --combination" in capsys.readouterr().err
 
@@ -390,7 +394,7 @@ def test_score_takes_the_ood_suites_options_with_evaluates_syntax(run, tmp_path,
         main([*args, "--out", str(out), "--option", "ood.knn_k=5", "--option", "ood.combination=knn5,input_stats"]) == 0
     )
     rows = read_rows(out)
-    assert "knn5" in rows[0] and "knn10" not in rows[0]
+    assert "knn5" in rows[0] and "knn5_raw" not in rows[0]  # the combination's k, besides the registered ones
     combined = json.loads(out.with_suffix(".json").read_text())["protocol"]["combined"]
     assert combined.endswith("w = knn5 0.95, input_stats 0.05")
     assert main([*args, "--out", str(out), "--option", "ood.datasets=digits"]) == 2

@@ -13,9 +13,15 @@ import torch
 
 from probcl.core.io import atomic_write
 from probcl.errors import RunError
+from probcl.eval import id_reference
+from probcl.eval.ood_scores import SCORES, calibration, tails
 from probcl.tasks.score.options import ScoreOptions
 
-CACHE_VERSION = 2  # bump when the cached reference's content or meaning changes
+
+def reference_version() -> str:
+    """The cache key's version: a digest of the OOD-score registry and the modules that fit, calibrate and save
+    the reference, so that it changes by itself whenever a score, its fitting or the saved layout changes."""
+    return SCORES.fingerprint([id_reference, calibration, tails])
 
 
 def checkpoint_identity(path: Path) -> dict[str, Any]:
@@ -26,7 +32,7 @@ def checkpoint_identity(path: Path) -> dict[str, Any]:
 
 def cache_file(run: Path, dataset: str, options: ScoreOptions, kind: str = "reference", suffix: str = ".pt") -> Path:
     """``RUN/score-cache/{kind}-{digest}{suffix}``: one file per run, training dataset and reference options."""
-    fields = {"version": CACHE_VERSION, "dataset": dataset, **options.cache_fields()}
+    fields = {"version": reference_version(), "dataset": dataset, **options.cache_fields()}
     digest = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
     return (run if run.is_dir() else run.parent) / "score-cache" / f"{kind}-{digest}{suffix}"
 

@@ -20,7 +20,6 @@ from probcl.data.specs import Split
 from probcl.errors import DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.id_reference import IdReference, ReferenceOptions, fit_reference
-from probcl.eval.score_table import score_names
 from probcl.eval.scoring_network import export_outputs
 from probcl.tasks.score.cache import cache_file, checkpoint_identity, read_cache, write_cache
 from probcl.tasks.score.options import ScoreOptions
@@ -47,8 +46,7 @@ class ModelScorer(Scorer):
             unreadable=self.unreadable,
         )
         self.model = self.ctx.model
-        # before any fitting: the reference's score names follow from the model's declared capabilities
-        self.check_requested(score_names(self.model, options.k, bool(self.model.data_info.num_classes)))
+        self.check_requested()  # before any fitting: names the registry knows
 
     def dataset(self, spec: str | None, split: Split) -> ImageSource:
         # every image of the scored data (max_train caps what the reference is fitted on, not what is scored)
@@ -77,6 +75,7 @@ class ModelScorer(Scorer):
             if not_stored is not None:
                 self.cache["not_stored"] = not_stored
         self.use_state(state, self._online_logits(), reference)
+        self.check_requested(reference.score_names)
 
     def model_outputs(self, images: torch.Tensor) -> dict[str, torch.Tensor]:
         return self.reference.outputs(self.ctx, images)
@@ -136,16 +135,18 @@ class ModelScorer(Scorer):
         return images
 
     def _fit(self) -> dict[str, Any]:
-        """Fit the reference on the training split, calibrate it on the test split, fit the probe."""
+        """Fit the probe (its head feeds the classifier-head scores) and the reference on the training split,
+        calibrate the reference on the test split."""
         o = self.options
         held_out = self.ctx.dataset(None, "test").seeded_subset(o.max_calibration, o.seed)
-        reference, id_out = fit_reference(self.ctx, held_out, ReferenceOptions(o.k, o.tpr, o.combination, o.seed))
-        probe_state, probe_protocol = fit_probe(o.probe, self.model, self.ctx.torch_device, reference, id_out, o.seed)
+        probe = fit_probe(o.probe, self.model, *self.ctx.features("train"), o.seed)
+        options = ReferenceOptions(o.knn_k, o.tpr, o.combination, o.seed)
+        reference, id_out = fit_reference(self.ctx, held_out, options, probe.head)
         protocol = {
             **reference.protocol(),
-            "fit": f"{len(reference.bank)} images of {self.model.cfg.data.dataset} (train split)",
+            "fit": f"{reference.fit_size} images of {self.model.cfg.data.dataset} (train split)",
             "held_out": f"{len(held_out)} images of {held_out.name} (test split)",
-            **probe_protocol,
+            **probe.protocol(id_out),
             "class_names": self.model.data_info.class_names,  # predicted_class names these (None: numbered)
         }
-        return {"reference": reference.state(), "probe": probe_state, "protocol": protocol}
+        return {"reference": reference.state(), "probe": probe.state, "protocol": protocol}

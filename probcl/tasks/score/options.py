@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from probcl.config import MAX_SEED, AtLeast, InRange, NonNegative, OneOf, OnUnreadable, from_dict, to_plain
-from probcl.eval.score_table import COMBINED
+from probcl.eval.ood_scores.calibration import COMBINED
+from probcl.eval.outlier import DEFAULT_KNN_K, DEFAULT_TPR
 
 PROBES = ("online", "offline", "none")
 ScoredSplit = Literal["all", "train", "test"]  # split of the scored data
@@ -20,8 +21,8 @@ class ScoreOptions:
 
     score: str = COMBINED  # the deciding score: combined, or one score's tail probability (e.g. knn10)
     combination: list[str] | None = None  # scores of the combined score (None: the default combination)
-    k: Annotated[int, AtLeast(1)] = 10  # neighbours of the kNN distances
-    tpr: Annotated[float, InRange(0, 1, low_open=True)] = 0.95  # share of ID images every threshold accepts
+    knn_k: Annotated[int, AtLeast(1)] = DEFAULT_KNN_K  # neighbours of the combination's kNN distance
+    tpr: Annotated[float, InRange(0, 1, low_open=True)] = DEFAULT_TPR  # share of ID images every threshold accepts
     probe: Annotated[str, OneOf(PROBES)] = "online"  # class predictions: the online probe, an offline one, none
     split: ScoredSplit = "all"  # split of the scored dataset
     batch_size: Annotated[int, AtLeast(1)] = 256  # the inference batch: images per forward pass
@@ -45,7 +46,7 @@ class ScoreOptions:
     def cache_fields(self) -> dict[str, Any]:
         """The options that shape the fitted reference and probe (the cache key)."""
         return {
-            "k": self.k,
+            "knn_k": self.knn_k,
             "tpr": self.tpr,
             "combination": self.combination,
             "probe": self.probe,

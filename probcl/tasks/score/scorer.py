@@ -16,7 +16,9 @@ from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError
 from probcl.eval.id_reference import IdReference
 from probcl.eval.linear import LinearProbe
-from probcl.eval.score_table import COMBINED, check_names
+from probcl.eval.ood_scores import SCORES
+from probcl.eval.ood_scores.calibration import COMBINED
+from probcl.eval.score_table import check_names
 from probcl.tasks.score.options import ScoreOptions
 
 Batch = tuple[Any, Any, Any, torch.Tensor]  # uint8 images or None, labels, indices, skipped indices
@@ -61,11 +63,14 @@ class Scorer(ABC):
             raise ConfigError("Scorer.prepare() has not run")
         return self._reference
 
-    def check_requested(self, valid: list[str]) -> None:
-        """One ConfigError when ``--score`` or ``--combination`` names a score not in ``valid``."""
-        if self.options.score != COMBINED:
-            check_names([self.options.score], valid, "for --score (or 'combined')")
-        check_names(self.options.combination or [], valid, "in --combination")
+    def check_requested(self, valid: list[str] | None = None) -> None:
+        """One ConfigError when ``--score`` or ``--combination`` names a score not in ``valid`` (default: a score
+        the registry does not know)."""
+        choices = valid if valid is not None else SCORES.spellings()
+        known = (lambda s: s in valid) if valid is not None else (lambda s: s in SCORES)
+        if self.options.score != COMBINED and not known(self.options.score):
+            check_names([self.options.score], choices, "for --score (or 'combined')")
+        check_names([s for s in self.options.combination or [] if not known(s)], choices, "in --combination")
 
     def use_state(
         self, state: dict[str, Any], online_probe: ProbeFn | None, reference: IdReference | None = None

@@ -13,7 +13,7 @@ from probcl.core.io import atomic_write
 from probcl.data.decoding import CorruptImageError, decode_image
 from probcl.data.sources import ImageSource
 from probcl.errors import DatasetError
-from probcl.eval.score_table import COMBINED
+from probcl.eval.ood_scores.calibration import COMBINED
 from probcl.tasks.score.cached_scorer import CachedScorer
 from probcl.tasks.score.extremes import SheetPicks
 from probcl.tasks.score.options import ScoreOptions

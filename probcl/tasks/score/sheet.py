@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from probcl.core.io import atomic_write_json, atomic_write_text
-from probcl.eval.score_table import COMBINED
+from probcl.eval.ood_scores.calibration import COMBINED
 from probcl.report.contact_sheet import Section, contact_sheet_html
 from probcl.tasks.score.extremes import SheetPicks
 from probcl.tasks.score.sinks import flagged_rows_hint

@@ -1,19 +1,10 @@
-"""Outlier scores fitted on in-distribution data only, and their conservative combination.
+"""Tail probabilities of ID calibration scores and their conservative combination (:class:`TailCombiner`).
 
-Every score is an outlier score (higher = more out-of-distribution) and is fitted on
-in-distribution (ID) training data alone; none needs OOD examples.
-
-- Mahalanobis distance (Lee et al. 2018): class-conditional (class means, one shared covariance,
-  the smallest distance over classes) and class-free (one Gaussian), on backbone features.
-- Feature norm, two-sided: far OOD inputs (noise) can inflate it, blank inputs shrink it.
-- Input statistics: a few per-image pixel statistics (mean, spread, saturation, edge energy,
-  histogram entropy) scored by a class-free Mahalanobis distance, which catches degenerate
-  images (blank, noise, inverted, wrong contrast) whatever the encoder does with them.
-- :class:`TailCombiner`: each score becomes a tail probability under its ID calibration
-  distribution, p_s(x) = (1 + #{ID calibration scores >= s(x)}) / (1 + n) (two-sided where a
-  score can fail both ways); :meth:`TailCombiner.combine` is -log(min_s p_s), so an image is flagged
-  as soon as any one score is extreme for ID data (a Bonferroni-style, conservative union);
-  ``probcl score`` and the ``ood`` suite weight it (:mod:`probcl.eval.id_reference`).
+Each score becomes a tail probability under its ID calibration distribution, p_s(x) = (1 + #{ID calibration
+scores >= s(x)}) / (1 + n) (two-sided where a score can fail both ways); :meth:`TailCombiner.combine` is
+-log(min_s p_s / w_s), so an image is flagged as soon as any one score is extreme for ID data (a weighted
+Bonferroni, conservative union); ``probcl score`` and the ``ood`` suite weight it
+(:func:`probcl.eval.score_table.combination_weights`).
 """
 
 from __future__ import annotations
@@ -25,68 +16,6 @@ from dataclasses import dataclass
 import torch
 
 from probcl.errors import ConfigError
-
-RIDGE = 1e-6  # added to the covariance diagonal (relative to its mean variance): features can be rank-deficient
-
-
-@dataclass
-class Gaussian:
-    """Means (K, d) and the inverse of one shared covariance (d, d) of ID features."""
-
-    means: torch.Tensor
-    precision: torch.Tensor
-
-    def distances(self, x: torch.Tensor) -> torch.Tensor:
-        """Squared Mahalanobis distance (N,) to the nearest mean."""
-        x = x.double()
-        best = None
-        for mean in self.means:
-            diff = x - mean
-            d = ((diff @ self.precision) * diff).sum(1)
-            best = d if best is None else torch.minimum(best, d)
-        assert best is not None
-        return best.float()
-
-    def state(self) -> dict:
-        return {"means": self.means, "precision": self.precision}
-
-    @classmethod
-    def from_state(cls, state: dict) -> Gaussian:
-        return cls(state["means"], state["precision"])
-
-
-def fit_gaussian(features: torch.Tensor, labels: torch.Tensor | None = None) -> Gaussian:
-    """Class means and the pooled within-class covariance (one Gaussian when ``labels`` is None)."""
-    x = features.double()
-    if len(x) < 2:
-        raise ConfigError("a Mahalanobis score needs at least 2 in-distribution images")
-    if labels is None:
-        groups = [x]
-    else:
-        groups = [x[labels == c] for c in labels.unique().tolist() if c >= 0]
-        groups = [g for g in groups if len(g)]
-    means = torch.stack([g.mean(0) for g in groups])
-    centred = torch.cat([g - g.mean(0) for g in groups])
-    cov = centred.T @ centred / max(1, len(centred) - len(groups))
-    cov = cov + RIDGE * cov.diagonal().mean().clamp_min(1e-12) * torch.eye(len(cov), dtype=cov.dtype)
-    return Gaussian(means, torch.linalg.inv(cov))
-
-
-def input_statistics(images: torch.Tensor) -> torch.Tensor:
-    """Per-image statistics (N, 7) of uint8 or [0, 1] images (N, C, H, W): mean, std, dark and bright
-    saturation shares, mean absolute horizontal+vertical difference, histogram entropy, channel spread."""
-    x = images.float() / 255.0 if images.dtype == torch.uint8 else images.float()
-    flat = x.flatten(1)
-    dark = (flat <= 1 / 255).float().mean(1)
-    bright = (flat >= 254 / 255).float().mean(1)
-    edges = (x[..., 1:, :] - x[..., :-1, :]).abs().flatten(1).mean(1) + (x[..., 1:] - x[..., :-1]).abs().flatten(
-        1
-    ).mean(1)
-    bins = (flat * 15.999).long().clamp(0, 15)
-    hist = torch.zeros(len(x), 16).scatter_add_(1, bins, torch.ones_like(flat)) / flat.shape[1]
-    entropy = -(hist * hist.clamp_min(1e-12).log()).sum(1)
-    channel_spread = x.std(1).flatten(1).mean(1) if x.shape[1] > 1 else torch.zeros(len(x))
-    return torch.stack([flat.mean(1), flat.std(1), dark, bright, edges, entropy, channel_spread], dim=1)
 
 
 def tail_size(n: int) -> int:

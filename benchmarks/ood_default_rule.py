@@ -1,0 +1,124 @@
+"""Apply the rule of docs/ood-default-rule.md to the saved per-image scores (``ood-scores.npz``) of sets of cells.
+
+The candidate is chosen on the development cells (``--develop``; or named with ``--candidate``) and judged on the
+confirmation cells (``--confirm``): per OOD set and cell, its AUROC against the best single registered score and
+Mahalanobis, and the ID acceptance, with how many cells meet the target. Each cell is a run or benchmark-cell
+folder holding ``ood-scores.npz`` (the ``ood`` suite writes it).
+
+    python benchmarks/ood_default_rule.py --develop runs/study-v3/cells/*-s0 \\
+        --confirm runs/study-v3/cells/*-s1 runs/study-v3/cells/*-s2 --out docs/results/ood-default/confirmation.json
+
+Writes the JSON and a Markdown table next to it (same name, ``.md``), and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from probcl.core.io import atomic_write_json, atomic_write_text
+from probcl.errors import ConfigError
+from probcl.eval.ood_scores.per_image import load_scores
+from probcl.eval.ood_scores.selection import CANDIDATES, TARGET, choose, judge_cell, summarise
+
+
+def load_cells(folders: list[str]) -> dict:
+    """``{cell name: per-image scores}`` of each folder (its name is the cell's)."""
+    return {Path(folder).name: load_scores(folder) for folder in folders}
+
+
+def apply_rule(develop: list[str], confirm: list[str], candidate: str | None, near: Sequence[str] = ()) -> dict:
+    """The chosen candidate (on ``develop``, unless ``candidate`` names it) and its verdicts on ``confirm``; ``near``
+    names near-OOD sets besides held-out classes of the training dataset."""
+    if candidate is None and not develop:
+        raise ConfigError("name the development cells (--develop) or the candidate (--candidate)")
+    development = choose(load_cells(develop), near=near) if develop else None
+    chosen = candidate or (development or {})["chosen"]
+    if chosen not in CANDIDATES:
+        raise ConfigError(f"unknown candidate {chosen!r}; valid: {', '.join(CANDIDATES)}")
+    cells = load_cells(confirm)
+    verdicts = [judge_cell(cell, scores, CANDIDATES[chosen], near=near) for cell, scores in cells.items()]
+    return {
+        "candidate": chosen,
+        "combination": list(CANDIDATES[chosen]),
+        "target": vars(TARGET),
+        "development": {"cells": [Path(f).name for f in develop], **(development or {})},
+        "confirmation": {
+            "cells": {
+                v.cell: {"sets": v.sets, "acceptance": v.acceptance, "acceptance_met": v.acceptance_met}
+                for v in verdicts
+            },
+            "summary": summarise(verdicts),
+        },
+    }
+
+
+def markdown(result: dict) -> str:
+    """The confirmation table: per cell and OOD set, the default's AUROC, the best single score's and
+    Mahalanobis's; then per set how many cells meet the target."""
+    confirmation = result["confirmation"]
+    lines = []
+    if result["development"].get("ranking"):
+        lines += [
+            f"Development cells: {', '.join(result['development']['cells'])}. Candidates in the rule's order "
+            "(target met on development; (set, cell) pairs and acceptance cells meeting it; worst shortfall):",
+            "",
+            "| candidate | met | hits | worst shortfall |",
+            "| --- | :---: | ---: | ---: |",
+        ]
+        for entry in result["development"]["ranking"]:
+            summary = entry["summary"]
+            hits = sum(e["met"] for e in summary["sets"].values()) + summary["acceptance"]["met"]
+            worst = max((e["worst_shortfall"] for e in summary["sets"].values()), default=0.0)
+            lines.append(f"| {entry['candidate']} | {'yes' if summary['met'] else 'no'} | {hits} | {worst:.3f} |")
+        lines.append("")
+    lines += [
+        f"Default candidate: **{result['candidate']}** ({', '.join(result['combination'])}); "
+        f"target met: **{'yes' if confirmation['summary']['met'] else 'no'}**.",
+        "",
+        "| cell | OOD set | default AUROC | best single (AUROC) | Mahalanobis | met |",
+        "| --- | --- | ---: | --- | ---: | :---: |",
+    ]
+    for cell, verdict in confirmation["cells"].items():
+        for name, row in verdict["sets"].items():
+            maha = "—" if row["mahalanobis"] is None else f"{row['mahalanobis']:.3f}"
+            label = f"{name} (near)" if row["near"] else name
+            lines.append(
+                f"| {cell} | {label} | {row['auroc']:.3f} | {row['best_single']} ({row['best_auroc']:.3f}) | "
+                f"{maha} | {'yes' if row['met'] else 'no'} |"
+            )
+        lines.append(
+            f"| {cell} | ID accepted | {100 * verdict['acceptance']:.1f} % | | | "
+            f"{'yes' if verdict['acceptance_met'] else 'no'} |"
+        )
+    lines += ["", "| OOD set | cells meeting the target | share | worst shortfall |", "| --- | ---: | ---: | ---: |"]
+    for name, entry in confirmation["summary"]["sets"].items():
+        lines.append(
+            f"| {name} | {entry['met']} / {entry['cells']} | {entry['share']:.0%} | {entry['worst_shortfall']:.3f} |"
+        )
+    acceptance = confirmation["summary"]["acceptance"]
+    lines.append(
+        f"| ID acceptance within 1 point | {acceptance['met']} / {acceptance['cells']} | {acceptance['share']:.0%} | |"
+    )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--develop", nargs="*", default=[], help="development cell folders (choose the candidate)")
+    parser.add_argument("--confirm", nargs="+", required=True, help="confirmation cell folders (judge it)")
+    parser.add_argument("--candidate", default=None, help=f"skip the choice: one of {', '.join(CANDIDATES)}")
+    parser.add_argument("--near", nargs="*", default=[], help="near-OOD sets besides held-out training classes")
+    parser.add_argument("--out", default="docs/results/ood-default/confirmation.json")
+    args = parser.parse_args()
+    result = apply_rule(args.develop, args.confirm, args.candidate, args.near)
+    out = Path(args.out)
+    atomic_write_json(out, result)
+    table = markdown(result)
+    atomic_write_text(out.with_suffix(".md"), table)
+    print(table)
+
+
+if __name__ == "__main__":
+    main()

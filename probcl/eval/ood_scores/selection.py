@@ -1,0 +1,146 @@
+"""The rule that chooses the default deciding OOD score, applied to saved per-image scores
+(:mod:`probcl.eval.ood_scores.per_image`); written down in ``docs/ood-default-rule.md`` before any confirmation
+cell exists.
+
+A candidate is a combination of registered scores (one score: its own tail probability decides). On one cell it
+is calibrated exactly as the ``ood`` suite calibrates (:class:`~probcl.eval.ood_scores.calibration.Calibration`
+on the ID calibration half, the cell's seed and TPR) and judged on the held-out ID half and each OOD set against
+:data:`TARGET`: per OOD set, AUROC >= the best single registered score's - ``margin``, on near-OOD sets also >=
+Mahalanobis's, on far-OOD sets >= ``far_auroc``; per cell, ID acceptance within ``acceptance_tolerance`` of the
+promised TPR. The target is met when each of those holds in >= ``share`` of the cells.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from probcl.errors import ConfigError
+from probcl.eval.ood import auroc
+from probcl.eval.ood_scores.calibration import COMBINED, Calibration
+from probcl.eval.ood_scores.per_image import ID_CALIBRATION, ID_TEST, PerImageScores
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the default must achieve (issue 42)."""
+
+    margin: float = 0.005  # AUROC below the best single score's allowed
+    far_auroc: float = 0.99  # AUROC every far-OOD set keeps
+    acceptance_tolerance: float = 0.01  # |ID acceptance - TPR| on the held-out ID half
+    share: float = 0.90  # of the cells in which each condition must hold
+
+
+TARGET = Target()
+MAHALANOBIS = "mahalanobis"  # the near-OOD reference detector (Lee et al. 2018)
+GUARDS = ("feature_norm", "input_stats")
+# The candidates, fixed before any development cell was seen; the first is probcl's default today.
+CANDIDATES: dict[str, tuple[str, ...]] = {
+    "current": ("knn10", "feature_norm", "mahalanobis", "input_stats"),
+    "mahalanobis": (MAHALANOBIS,),
+    "mahalanobis+guards": (MAHALANOBIS, *GUARDS),
+    "knn50+mahalanobis+guards": ("knn50", MAHALANOBIS, *GUARDS),
+    "rmd+guards": ("rmd", *GUARDS),
+    "vim+guards": ("vim", *GUARDS),
+    "knn1_raw+mahalanobis+guards": ("knn1_raw", MAHALANOBIS, *GUARDS),
+}
+
+
+def is_near(set_name: str, train_dataset: str) -> bool:
+    """Held-out classes of the training dataset (``fashion-mnist:classes=8-9``): near OOD; everything else far."""
+    return set_name.split(":", 1)[0] == train_dataset and ":classes=" in set_name
+
+
+@dataclass
+class CellVerdict:
+    """One candidate on one cell: per OOD set (candidate, best single, Mahalanobis AUROC, near, met, shortfall: how
+    far below the AUROC it had to reach) and the ID acceptance."""
+
+    cell: str
+    sets: dict[str, dict]
+    acceptance: float
+    acceptance_met: bool
+
+
+def judge_cell(
+    cell: str,
+    scores: PerImageScores,
+    combination: Sequence[str],
+    target: Target = TARGET,
+    near: Collection[str] = (),
+) -> CellVerdict:
+    """Calibrate ``combination`` on the cell's ID calibration half and judge it on the rest (module docstring);
+    ``near`` names near-OOD sets besides the held-out classes of the training dataset."""
+    missing = [s for s in combination if s not in scores.sets[ID_CALIBRATION]]
+    if missing:
+        raise ConfigError(f"{cell}: no saved scores for {', '.join(missing)}")
+    meta = scores.meta
+    names = list(scores.sets[ID_CALIBRATION])
+    calibration = Calibration.fit(scores.sets[ID_CALIBRATION], names, combination, meta["tpr"], meta["seed"])
+    decide = COMBINED if len(combination) > 1 else combination[0]
+
+    def decision(set_name: str) -> torch.Tensor:
+        return calibration.decision(scores.sets[set_name], decide)["ood_score"]
+
+    id_decision = decision(ID_TEST)
+    accepted = float((id_decision <= calibration.thresholds[decide]).double().mean())
+    sets = {}
+    for name in scores.ood_sets:
+        singles = {s: auroc(scores.sets[ID_TEST][s], scores.sets[name][s]) for s in names}
+        best = max(singles, key=singles.__getitem__)
+        # one score ranks images by itself (its -log p is a step function of it, whose ties its flags never see);
+        # a combination by its combined score
+        value = singles[decide] if decide != COMBINED else auroc(id_decision, decision(name))
+        near_set = name in near or is_near(name, meta["dataset"])
+        maha = singles.get(MAHALANOBIS)
+        floors = [singles[best] - target.margin]  # AUROCs the candidate must reach on this set
+        floors.append((maha if maha is not None else 0.0) if near_set else target.far_auroc)
+        shortfall = max(0.0, *(floor - value for floor in floors))
+        sets[name] = {"auroc": value, "best_single": best, "best_auroc": singles[best], "mahalanobis": maha}
+        sets[name].update({"near": near_set, "met": shortfall == 0.0, "shortfall": shortfall})
+    within = abs(accepted - meta["tpr"]) <= target.acceptance_tolerance
+    return CellVerdict(cell, sets, accepted, within)
+
+
+def summarise(verdicts: Sequence[CellVerdict], target: Target = TARGET) -> dict:
+    """Per OOD set: cells meeting the target, the share, the worst shortfall; ID acceptance likewise; ``met``."""
+    per_set: dict[str, dict] = {}
+    for verdict in verdicts:
+        for name, row in verdict.sets.items():
+            entry = per_set.setdefault(name, {"cells": 0, "met": 0, "worst_shortfall": 0.0, "near": row["near"]})
+            entry["cells"] += 1
+            entry["met"] += int(row["met"])
+            entry["worst_shortfall"] = max(entry["worst_shortfall"], row["shortfall"])
+    for entry in per_set.values():
+        entry["share"] = entry["met"] / entry["cells"]
+    accepted = sum(v.acceptance_met for v in verdicts)
+    acceptance = {"cells": len(verdicts), "met": accepted, "share": accepted / max(1, len(verdicts))}
+    met = all(e["share"] >= target.share for e in per_set.values()) and acceptance["share"] >= target.share
+    return {"sets": per_set, "acceptance": acceptance, "met": met}
+
+
+def choose(
+    development: Mapping[str, PerImageScores],
+    candidates: Mapping[str, Sequence[str]] = CANDIDATES,
+    near: Collection[str] = (),
+) -> dict:
+    """The rule (``docs/ood-default-rule.md``), on the development cells: among the candidates that meet the
+    target, the one meeting it on the most (set, cell) pairs and acceptance cells (ties: the smaller worst
+    shortfall); when none meets it, the one with the smallest worst shortfall (ties: the most hits). Further ties:
+    the fewer scores, then the order of :data:`CANDIDATES`. Candidates whose scores a cell lacks are left out."""
+    ranked = []
+    for order, (name, combination) in enumerate(candidates.items()):
+        if any(s not in cell.sets[ID_CALIBRATION] for cell in development.values() for s in combination):
+            continue
+        verdicts = [judge_cell(cell, scores, combination, near=near) for cell, scores in development.items()]
+        summary = summarise(verdicts)
+        hits = sum(e["met"] for e in summary["sets"].values()) + summary["acceptance"]["met"]
+        worst = max((e["worst_shortfall"] for e in summary["sets"].values()), default=0.0)
+        primary = (-hits, worst) if summary["met"] else (worst, -hits)
+        ranked.append(((not summary["met"], *primary, len(combination), order), name, summary))
+    if not ranked:
+        raise ConfigError("no candidate's scores are saved in every development cell")
+    ranked.sort(key=lambda r: r[0])
+    return {"chosen": ranked[0][1], "ranking": [{"candidate": n, "summary": s} for _, n, s in ranked]}

@@ -1,0 +1,133 @@
+"""The default-score rule applied to tiny synthetic cells of saved per-image scores: the per-image file round-trips
+(float16 where it fits), the confirmation table's AUROCs are scikit-learn's, its verdicts follow the target, and
+the rule picks the candidate with the most (set, cell) hits."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from sklearn.metrics import roc_auc_score
+
+from probcl.errors import ConfigError
+from probcl.eval.ood_scores.per_image import ID_CALIBRATION, ID_TEST, PerImageScores, load_scores, save_scores
+from probcl.eval.ood_scores.selection import CANDIDATES, TARGET, is_near
+
+ROOT = Path(__file__).resolve().parents[2]
+NEAR, FAR = "fashion-mnist:classes=8-9", "noise:gaussian"
+SCORES = sorted({s for combination in CANDIDATES.values() for s in combination})
+# how far each OOD set moves each score (in ID standard deviations); the rest stay at 0
+SHIFTS = {NEAR: {"mahalanobis": 1.5, "knn10": 0.8, "knn50": 0.9, "rmd": 1.2}, FAR: {"input_stats": 8.0, "vim": 3.0}}
+
+
+def rule_script():
+    spec = importlib.util.spec_from_file_location("ood_default_rule", ROOT / "benchmarks" / "ood_default_rule.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_cell(folder: Path, seed: int) -> PerImageScores:
+    g = torch.Generator().manual_seed(seed)
+
+    def draw(n: int, shifts: dict[str, float]) -> dict[str, torch.Tensor]:
+        return {s: torch.randn(n, generator=g) + shifts.get(s, 0.0) for s in SCORES}
+
+    sets = {ID_CALIBRATION: draw(800, {}), ID_TEST: draw(800, {}), NEAR: draw(300, SHIFTS[NEAR])}
+    sets[FAR] = draw(300, SHIFTS[FAR])
+    scores = PerImageScores(sets, {"dataset": "fashion-mnist", "tpr": 0.95, "seed": seed, "run": folder.name})
+    folder.mkdir(parents=True)
+    save_scores(folder / "ood-scores.npz", scores)
+    return scores
+
+
+@pytest.fixture(scope="module")
+def cells(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cells")
+    develop = {f"dev-s{i}": make_cell(root / f"dev-s{i}", i) for i in range(2)}
+    confirm = {f"conf-s{i}": make_cell(root / f"conf-s{i}", 10 + i) for i in range(3)}
+    return root, develop, confirm
+
+
+def test_per_image_scores_round_trip_compactly(tmp_path):
+    near = "npz:/data/held-out.npz"  # a set name with slashes
+    sets = {ID_TEST: {"knn10": torch.rand(50), "input_stats": torch.tensor([1e6, 2.0])}, near: {"knn10": torch.ones(3)}}
+    scores = PerImageScores(sets, {"x": 1})
+    size = save_scores(tmp_path / "ood-scores.npz", scores)
+    back = load_scores(tmp_path)  # the folder holding ood-scores.npz, or the file itself
+    assert size == (tmp_path / "ood-scores.npz").stat().st_size and back.meta["x"] == 1
+    with np.load(tmp_path / "ood-scores.npz") as npz:
+        assert npz[f"{ID_TEST}/knn10"].dtype == np.float16  # fits float16
+        assert npz[f"{ID_TEST}/input_stats"].dtype == np.float32  # 1e6 does not
+    torch.testing.assert_close(back.sets[ID_TEST]["knn10"], scores.sets[ID_TEST]["knn10"].double(), atol=5e-4, rtol=0)
+    assert back.sets[ID_TEST]["input_stats"].tolist() == [1e6, 2.0] and back.sets[near]["knn10"].tolist() == [1.0] * 3
+    with pytest.raises(ConfigError, match="saved by the ood suite"):
+        load_scores(tmp_path / "missing")
+
+
+def test_near_sets_are_held_out_classes_of_the_training_data():
+    assert (
+        is_near(NEAR, "fashion-mnist") and not is_near(FAR, "fashion-mnist") and not is_near("mnist", "fashion-mnist")
+    )
+
+
+def test_confirmation_table_follows_the_target_with_scikit_learn_aurocs(cells, tmp_path):
+    root, develop, confirm = cells
+    script = rule_script()
+    folders = lambda names: [str(root / n) for n in names]  # noqa: E731
+    result = script.apply_rule(folders(develop), folders(confirm), None)
+    json.dumps(result)  # plain JSON
+    table = result["confirmation"]["cells"]
+    assert set(table) == set(confirm)
+    met_counts: dict[str, int] = {}
+    for cell, verdict in table.items():
+        id_test = confirm[cell].sets[ID_TEST]
+        for name, row in verdict["sets"].items():
+            ood = confirm[cell].sets[name]
+            labels = np.r_[np.zeros(len(id_test["mahalanobis"])), np.ones(len(ood["mahalanobis"]))]
+            sk = {s: roc_auc_score(labels, np.r_[id_test[s].numpy(), ood[s].numpy()]) for s in SCORES}
+            best = max(sk, key=sk.__getitem__)
+            # the file's float16 values can tie where float32 did not: AUROC to float16's resolution
+            assert row["best_single"] == best and row["best_auroc"] == pytest.approx(sk[best], abs=2e-3)
+            assert row["mahalanobis"] == pytest.approx(sk["mahalanobis"], abs=2e-3)
+            floor = max(row["best_auroc"] - TARGET.margin, row["mahalanobis"] if row["near"] else TARGET.far_auroc)
+            assert row["met"] == (row["auroc"] >= floor) and row["near"] == (name == NEAR)
+            assert row["shortfall"] == pytest.approx(max(0.0, floor - row["auroc"]))
+            met_counts[name] = met_counts.get(name, 0) + int(row["met"])
+        assert verdict["acceptance_met"] == (abs(verdict["acceptance"] - 0.95) <= TARGET.acceptance_tolerance)
+        assert abs(verdict["acceptance"] - 0.95) < 0.04  # split-conformal on 400 threshold images, 800 held out
+    summary = result["confirmation"]["summary"]
+    assert {n: e["met"] for n, e in summary["sets"].items()} == met_counts
+    # the rule's choice: of the candidates meeting the target on development, the most hits; if none does, the
+    # smallest worst shortfall
+    ranking = {r["candidate"]: r["summary"] for r in result["development"]["ranking"]}
+    assert set(ranking) == set(CANDIDATES)
+    hits = {c: sum(e["met"] for e in s["sets"].values()) + s["acceptance"]["met"] for c, s in ranking.items()}
+    worst = {c: max(e["worst_shortfall"] for e in s["sets"].values()) for c, s in ranking.items()}
+    meeting = [c for c, s in ranking.items() if s["met"]]
+    if meeting:
+        assert hits[result["candidate"]] == max(hits[c] for c in meeting) and result["candidate"] in meeting
+    else:
+        assert worst[result["candidate"]] == min(worst.values())
+
+    markdown = script.markdown(result)
+    assert markdown.count("| conf-s") == 3 * 3  # two OOD sets and the acceptance row per cell
+    assert all(f"| {candidate} |" in markdown for candidate in CANDIDATES)  # the development ranking
+    with pytest.raises(ConfigError, match="unknown candidate"):
+        script.apply_rule([], folders(confirm), "nope")
+
+
+def test_the_written_rule_names_the_candidates_and_target_the_code_applies():
+    import re
+
+    page = (ROOT / "docs" / "ood-default-rule.md").read_text()
+    rows = re.findall(r"^\| `([^`]+)` \| (`.*?) \|$", page, re.M)
+    written = {name: tuple(re.findall(r"`([^`]+)`", scores)) for name, scores in rows}
+    assert written == CANDIDATES
+    for phrase in ("- 0.005", ">= 0.99", "within 1 point of the promised 95 %", ">= 90 % of the cells"):
+        assert phrase in page
+    assert (TARGET.margin, TARGET.far_auroc, TARGET.acceptance_tolerance, TARGET.share) == (0.005, 0.99, 0.01, 0.9)
