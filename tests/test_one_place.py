@@ -21,8 +21,10 @@ def test_every_model_runner_defaults_to_the_one_inference_batch():
     from probcl.models.inference import Inference
     from probcl.tasks.benchmark_grid import BenchmarkEval
     from probcl.tasks.evaluate import EvaluateSettings
+    from probcl.tasks.score.options import ScoreOptions
 
     defaults = {
+        "ScoreOptions": ScoreOptions().batch_size,
         "EvaluateSettings": EvaluateSettings().batch_size,
         "BenchmarkEval": BenchmarkEval().batch_size,
         "ModelOnData": next(f.default for f in dataclasses.fields(ModelOnData) if f.name == "batch_size"),
@@ -32,15 +34,18 @@ def test_every_model_runner_defaults_to_the_one_inference_batch():
     }
     assert defaults == dict.fromkeys(defaults, INFERENCE_BATCH_SIZE)
     parser, _ = build_parser()
-    evaluate = parser._subparsers._group_actions[0].choices["evaluate"]
-    flag = next(action for action in evaluate._actions if action.dest == "batch_size")
-    assert f"(default: {INFERENCE_BATCH_SIZE})" in flag.help
+    commands = parser._subparsers._group_actions[0].choices
+    evaluate, score = (next(a for a in commands[c]._actions if a.dest == "batch_size") for c in ("evaluate", "score"))
+    assert f"(default: {INFERENCE_BATCH_SIZE})" in evaluate.help and score.default == INFERENCE_BATCH_SIZE
 
 
 def test_the_linear_probe_names_are_not_the_score_probe_sources():
     from probcl.eval import context
 
+    from probcl.tasks.score import options
+
     assert context.LINEAR_PROBES == ("lbfgs", "sgd", "sgd-heldout") and not hasattr(context, "PROBES")
+    assert options.PROBE_SOURCES == ("online", "offline", "none") and not hasattr(options, "PROBES")
 
 
 def test_the_docs_name_existing_gather_helpers_and_one_for_a_loss():

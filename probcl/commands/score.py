@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, cast
 
+from probcl.config import INFERENCE_BATCH_SIZE
 from probcl.core.deprecation import RenamedFlag
 
 NAME = "score"
@@ -90,7 +91,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="refit the scores instead of reusing RUN/score-cache (and do not store them)",
     )
-    p.add_argument("--inference-batch-size", dest="batch_size", type=int, default=256, help="images per forward pass")
+    p.add_argument(
+        "--inference-batch-size",
+        dest="batch_size",
+        type=int,
+        default=INFERENCE_BATCH_SIZE,
+        help="images per forward pass",
+    )
     p.add_argument(
         "--batch-size",
         dest="batch_size",

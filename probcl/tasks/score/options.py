@@ -5,11 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from probcl.config import MAX_SEED, AtLeast, InRange, NonNegative, OneOf, OnUnreadable, from_dict, to_plain
+from probcl.config import (
+    INFERENCE_BATCH_SIZE,
+    MAX_SEED,
+    AtLeast,
+    InRange,
+    NonNegative,
+    OneOf,
+    OnUnreadable,
+    from_dict,
+    to_plain,
+)
 from probcl.eval.ood_scores.calibration import COMBINED
 from probcl.eval.outlier import DEFAULT_KNN_K, DEFAULT_TPR
 
-PROBES = ("online", "offline", "none")
+PROBE_SOURCES = ("online", "offline", "none")  # where class predictions come from
 ScoredSplit = Literal["all", "train", "test"]  # split of the scored data
 
 
@@ -23,9 +33,9 @@ class ScoreOptions:
     combination: list[str] | None = None  # scores of the combined score (None: the default combination)
     knn_k: Annotated[int, AtLeast(1)] = DEFAULT_KNN_K  # neighbours of the combination's kNN distance
     tpr: Annotated[float, InRange(0, 1, low_open=True)] = DEFAULT_TPR  # share of ID images every threshold accepts
-    probe: Annotated[str, OneOf(PROBES)] = "online"  # class predictions: the online probe, an offline one, none
+    probe: Annotated[str, OneOf(PROBE_SOURCES)] = "online"  # class predictions: the online probe, an offline one, none
     split: ScoredSplit = "all"  # split of the scored dataset
-    batch_size: Annotated[int, AtLeast(1)] = 256  # the inference batch: images per forward pass
+    batch_size: Annotated[int, AtLeast(1)] = INFERENCE_BATCH_SIZE  # the inference batch: images per forward pass
     max_train: Annotated[int | None, AtLeast(1)] = None  # seeded subset of training images the scores are fitted on
     # seeded subset of test images the tails and thresholds come from (halved: tails, thresholds)
     max_calibration: Annotated[int | None, AtLeast(2)] = None
