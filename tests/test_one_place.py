@@ -41,7 +41,6 @@ def test_every_model_runner_defaults_to_the_one_inference_batch():
 
 def test_the_linear_probe_names_are_not_the_score_probe_sources():
     from probcl.eval import context
-
     from probcl.tasks.score import options
 
     assert context.LINEAR_PROBES == ("lbfgs", "sgd", "sgd-heldout") and not hasattr(context, "PROBES")
