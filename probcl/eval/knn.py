@@ -75,20 +75,6 @@ def weighted_knn_scores(
     return scores
 
 
-def plain_knn_predict(
-    train_features: torch.Tensor,
-    train_labels: torch.Tensor,
-    test_features: torch.Tensor,
-    num_classes: int,
-    k: int = 20,
-    chunk: int = 1024,
-) -> torch.Tensor:
-    """Majority vote of the k Euclidean-nearest training items (ties: lowest class id)."""
-    _, predictions = knn_classify(train_features, train_labels, test_features, num_classes, 0, 1.0, k, chunk)
-    assert predictions is not None
-    return predictions
-
-
 def topk_accuracy(scores: torch.Tensor, labels: torch.Tensor, ks: tuple[int, ...] = (1, 5)) -> dict[str, float]:
     """Top-k accuracies (in %) of class scores (N, C)."""
     out = {}

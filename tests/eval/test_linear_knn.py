@@ -6,7 +6,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.preprocessing import StandardScaler
 
-from probcl.eval.knn import plain_knn_predict, topk_accuracy, weighted_knn_scores
+from probcl.eval.knn import knn_classify, topk_accuracy, weighted_knn_scores
 from probcl.eval.linear import linear_probe
 
 
@@ -23,7 +23,8 @@ def test_separable_set_is_classified_perfectly():
     xte, yte = blobs(seed=0, n_per_class=20)
     xte = xte + 0.01
     assert topk_accuracy(weighted_knn_scores(xtr, ytr, xte, 5, k=20), yte)["top1"] == 100.0
-    assert (plain_knn_predict(xtr, ytr, xte, 5, k=5) == yte).all()
+    _, plain = knn_classify(xtr, ytr, xte, 5, 0, 1.0, 5)  # the knn suite's plain kNN (k=5 here)
+    assert plain is not None and (plain == yte).all()
     result, _ = linear_probe(xtr, ytr, xte, yte, 5)
     assert result["top1"] == 100.0 and result["top5"] == 100.0
 
@@ -41,7 +42,8 @@ def test_random_labels_give_chance():
 def test_agreement_with_sklearn():
     xtr, ytr = blobs(spread=2.5, seed=2)
     xte, yte = blobs(spread=2.5, seed=3, n_per_class=40)
-    plain = plain_knn_predict(xtr, ytr, xte, 5, k=7)
+    _, plain = knn_classify(xtr, ytr, xte, 5, 0, 1.0, 7)
+    assert plain is not None
     ref = KNeighborsClassifier(n_neighbors=7).fit(xtr.numpy(), ytr.numpy()).predict(xte.numpy())
     assert (plain.numpy() == ref).mean() > 0.97  # only vote ties may be broken differently
     result, probe = linear_probe(xtr, ytr, xte, yte, 5, l2_grid=(1e-3,))

@@ -90,12 +90,6 @@ class TailCombiner:
         terms = self.weighted_surprise(tails, weights or dict.fromkeys(tails, 1.0))
         return torch.stack(list(terms.values())).max(0).values
 
-    def culprit(self, scores: dict[str, torch.Tensor], names: Sequence[str] | None = None) -> list[str]:
-        """The score with the smallest tail probability, per image: why an image looks out-of-distribution."""
-        tails = self.tail_probabilities(scores, names)
-        order = list(tails)
-        return [order[i] for i in torch.stack(list(tails.values())).argmin(0).tolist()]
-
     def state(self) -> dict:
         """Plain tensors and lists (for ``torch.save(weights_only=True)`` caches)."""
         return {"calibration": dict(self.calibration), "two_sided": sorted(self.two_sided)}
