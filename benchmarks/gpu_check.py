@@ -38,11 +38,11 @@ from step_overhead import bare_step_seconds, loop_seconds, synthetic_npz
 from throughput import build, precision_context, rate, step_flops
 
 from probcl.config import load_config
-from probcl.core.devices import resolve_device
 from probcl.core.io import atomic_write_json, atomic_write_text
 from probcl.core.presets import resolve_config_path
 from probcl.data.loaders import load_dataset
 from probcl.data.sources import TensorImages
+from probcl.runtime.devices import resolve_device
 from probcl.tasks.pretrain import pretrain
 
 PRESETS = {"fashion-mnist/simclr": (28, 1, 60000), "cifar10/simclr-gpu": (32, 3, 50000)}  # size, channels, images

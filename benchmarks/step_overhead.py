@@ -30,8 +30,8 @@ import torch
 from common import optimiser_step
 
 from probcl.config import load_config
-from probcl.core.devices import resolve_device
 from probcl.core.io import atomic_write_json
+from probcl.runtime.devices import resolve_device
 from probcl.tasks.pretrain import pretrain
 
 TARGET_MS = 2.0

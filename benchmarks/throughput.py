@@ -40,13 +40,13 @@ from torch.utils.data import DataLoader
 from torch.utils.flop_counter import FlopCounterMode
 
 from probcl.config import Config, load_config
-from probcl.core.devices import resolve_device
 from probcl.core.io import atomic_write_json
-from probcl.core.precision import cpu_bf16_flags, resolve_precision
 from probcl.core.presets import resolve_config_path
 from probcl.data.info import data_info_for
 from probcl.data.loaders import load_dataset
 from probcl.methods import METHODS
+from probcl.runtime.devices import resolve_device
+from probcl.runtime.precision import cpu_bf16_flags, resolve_precision
 
 ROOT = Path(__file__).resolve().parent.parent
 

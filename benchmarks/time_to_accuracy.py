@@ -23,7 +23,7 @@ from common import timed_pretrain
 
 from probcl.config import parse_override_value
 from probcl.core.io import atomic_write_json, read_json
-from probcl.core.precision_names import BF16, FP32
+from probcl.core.names import BF16, FP32
 from probcl.tasks.evaluate import evaluate_run
 
 PRECISIONS = {"fp32": FP32, "bf16": BF16}

@@ -26,10 +26,10 @@ from common import timed_pretrain
 
 from probcl.config import parse_override_value
 from probcl.core.io import atomic_write_json, atomic_write_text, read_json
-from probcl.core.precision import resolve_precision
 from probcl.eval.context import ModelOnData
 from probcl.eval.knn import knn_classify, topk_accuracy
 from probcl.eval.linear import linear_probe
+from probcl.runtime.precision import resolve_precision
 
 
 def parse_recipe(text: str) -> tuple[str, dict]:

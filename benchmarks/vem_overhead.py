@@ -22,11 +22,11 @@ import torch
 from common import optimiser_step
 
 from probcl.config import load_config
-from probcl.core.devices import resolve_device
 from probcl.core.io import atomic_write_json
 from probcl.data.info import DataInfo
 from probcl.data.loaders import load_dataset
 from probcl.methods import METHODS
+from probcl.runtime.devices import resolve_device
 
 PAPER_TABLE_8 = {"vem-langevin": 154.4 / 140.3, "vem-svgd": 160.9 / 140.3, "vem-image": 1230.4 / 140.3}
 METHOD_ARGS = {

@@ -48,7 +48,7 @@ def test_the_linear_probe_names_are_not_the_score_probe_sources():
 
 
 def test_the_docs_name_existing_gather_helpers_and_one_for_a_loss():
-    from probcl.core import distributed
+    from probcl.runtime import distributed
 
     pages = {p: p.read_text() for p in (ROOT / "docs").rglob("*.md") if "results" not in p.parts}
     named = {name for text in pages.values() for name in re.findall(r"\bgather_\w+", text)}

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 from probcl.commands._options import options_from_flags
 from probcl.config import INFERENCE_BATCH_SIZE, ModelConfig
 from probcl.core.deprecation import RenamedFlag
-from probcl.core.feature_layer_names import FEATURE_LAYERS
-from probcl.core.precision_names import PRECISIONS
+from probcl.core.names import FEATURE_LAYERS, PRECISIONS
 from probcl.core.progress import print_table
 
 if TYPE_CHECKING:

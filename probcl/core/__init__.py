@@ -1,1 +1,2 @@
-"""Plumbing shared by every task: run directories, atomic I/O, registries, discovery, presets, DDP helpers, progress."""
+"""Torch-free plumbing shared by every layer: run directories and locks, atomic I/O, registries, discovery, presets,
+typed configs, progress, the names the CLI checks. Imports no torch (a contract in pyproject.toml)."""

@@ -20,10 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, NonNegative, Seed, check_bounds
-from probcl.core.devices import resolve_device
-from probcl.core.feature_layer_names import FEATURE_LAYERS
 from probcl.core.layout import RunPaths
-from probcl.core.precision import PrecisionChoice, compute_precision, resolve_precision
+from probcl.core.names import FEATURE_LAYERS
 from probcl.data.info import DataInfo
 from probcl.data.loaders import image_batches, load_dataset
 from probcl.data.sources import ImageSource
@@ -38,6 +36,8 @@ from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import HasUncertainty
 from probcl.models.encoder import ForeignEncoder
 from probcl.runs.loading import load_run
+from probcl.runtime.devices import resolve_device
+from probcl.runtime.precision import PrecisionChoice, compute_precision, resolve_precision
 
 # the offline linear probes: probcl's L-BFGS logistic regression, the papers' SGD one (lr 5 on raw features), and
 # the SGD one in the paper's regime with its lr chosen on held-out training images (probcl.eval.linear_sgd)

@@ -21,10 +21,10 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from probcl.core.distributed import gather_batch
-from probcl.core.precision import at_least_float32, float32
 from probcl.distributions.vmf import VonMisesFisher, vmf_constants
 from probcl.errors import ConfigError
+from probcl.runtime.distributed import gather_batch
+from probcl.runtime.precision import at_least_float32, float32
 
 Candidates = Literal["cross-view", "both-views"]
 CANDIDATES: tuple[str, ...] = ("cross-view", "both-views")

@@ -24,8 +24,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from probcl.core.precision import at_least_float32, float32
 from probcl.losses.nt_xent import nt_xent_logits
+from probcl.runtime.precision import at_least_float32, float32
 
 Others = Literal["2n-1", "n"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from probcl.core.distributed import gather_batch
+from probcl.runtime.distributed import gather_batch
 
 
 def nt_xent_logits(z1: torch.Tensor, z2: torch.Tensor, gather: bool) -> tuple[torch.Tensor, torch.Tensor]:

@@ -26,7 +26,6 @@ from torch import nn
 
 from probcl import methods as method_package
 from probcl.config import INFERENCE_BATCH_SIZE, Config, from_dict
-from probcl.core.distributed import world_size
 from probcl.core.registry import Registry
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
 from probcl.data.info import DataInfo
@@ -39,6 +38,7 @@ from probcl.models.ema import ema_update_
 from probcl.models.heads import projection_head
 from probcl.models.inference import Inference
 from probcl.models.pretrained import describe_pretrained, load_pretrained_
+from probcl.runtime.distributed import world_size
 
 if TYPE_CHECKING:
     from probcl.data.sources import ImageSource

@@ -22,7 +22,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from probcl.config import AtLeast, NonNegative, Positive
-from probcl.core.precision import at_least_float32
 from probcl.distributions.vmf import VonMisesFisher
 from probcl.losses.ceb import residual_information
 from probcl.losses.normalized_mse import normalized_mse
@@ -30,6 +29,7 @@ from probcl.methods.base import METHODS, StepOutput
 from probcl.methods.byol import BYOL, BYOLParams
 from probcl.methods.capabilities import StochasticEncoder
 from probcl.models.heads import mlp
+from probcl.runtime.precision import at_least_float32
 
 
 @dataclass

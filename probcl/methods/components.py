@@ -23,10 +23,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from probcl.config import AtLeast, ConfigError, InRange, ModelConfig
-from probcl.core.distributed import broadcast_, gather_no_grad, rank, world_size
 from probcl.models.ema import momentum_copy
 from probcl.models.heads import mlp
 from probcl.models.split_bn import SplitBatchNorm, split_batchnorm_
+from probcl.runtime.distributed import broadcast_, gather_no_grad, rank, world_size
 
 
 @dataclass

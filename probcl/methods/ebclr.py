@@ -15,10 +15,10 @@ from typing import Annotated, Literal
 import torch
 
 from probcl.config import AtLeast, ConfigError, NonNegative, Positive, Probability
-from probcl.core.distributed import gather_with_grad, world_size
 from probcl.losses.ebclr import ebclr_loss, energy
 from probcl.methods.base import METHODS, SSLMethod, StepOutput, TrainingDivergedError
 from probcl.methods.capabilities import EnergyModel
+from probcl.runtime.distributed import gather_with_grad, world_size
 from probcl.samplers.sgld import MSGLDConfig, MultiStageSGLD, ProposalFn, ReplayBuffer
 
 BUFFER_KEY = "ebclr_replay_buffer"

@@ -30,7 +30,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from probcl.config import AtLeast, InRange, NonNegative, Positive
-from probcl.core.distributed import gather_no_grad
 from probcl.losses.info_nce import info_nce_loss, queue_logits
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
 from probcl.methods.components import (
@@ -40,6 +39,7 @@ from probcl.methods.components import (
     moco_head,
     rename_state_keys,
 )
+from probcl.runtime.distributed import gather_no_grad
 from probcl.samplers.feature_space import BankSampler, FeatureBank
 from probcl.samplers.image_bank import ImageBank
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from probcl.core.devices import resolve_device
+from probcl.runtime.devices import resolve_device
 from probcl.core.layout import EXPORT_CONFIG, exported_weights, find_checkpoint
 from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, RunError

@@ -28,7 +28,7 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
-from probcl.core.distributed import rank, world_size
+from probcl.runtime.distributed import rank, world_size
 from probcl.data.sources import ImageSource, TensorImages
 from probcl.errors import RunError
 from probcl.runs.metrics_log import JsonlLogger

@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from probcl.core.distributed import gather_no_grad
+from probcl.runtime.distributed import gather_no_grad
 
 Schedule = Literal["decreasing", "fixed"]
 

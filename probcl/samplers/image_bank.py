@@ -18,7 +18,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from probcl.core.distributed import gather_no_grad
+from probcl.runtime.distributed import gather_no_grad
 from probcl.samplers.feature_space import Schedule, fill_in_order_, langevin_schedule
 from probcl.samplers.sgld import proximal_sgld
 

@@ -21,8 +21,8 @@ from typing import Annotated
 import torch
 
 from probcl.config import AtLeast, NonNegative, Positive
-from probcl.core.distributed import gather_no_grad, rank, world_size
-from probcl.core.precision import at_least_float32
+from probcl.runtime.distributed import gather_no_grad, rank, world_size
+from probcl.runtime.precision import at_least_float32
 
 EnergyFn = Callable[[torch.Tensor], torch.Tensor]  # (B, C, H, W) -> (B,) energies
 ProposalFn = Callable[[int], torch.Tensor]  # n -> (n, C, H, W) initial samples

@@ -26,9 +26,9 @@ import torch
 from probcl.config import Config, ConfigError, recipe, to_plain
 from probcl.core.io import atomic_write_json, atomic_write_text, read_json
 from probcl.core.layout import RunPaths
-from probcl.core.precision import resolve_precision
 from probcl.core.run_lock import RunLock
 from probcl.errors import RunError, RunInUseError
+from probcl.runtime.precision import resolve_precision
 from probcl.tasks.benchmark_grid import (
     BenchmarkConfig,
     Cell,

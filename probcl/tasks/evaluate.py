@@ -13,10 +13,9 @@ from typing import Annotated, Any
 from torch import nn
 
 from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
-from probcl.core.feature_layer_names import FEATURE_LAYERS
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths, find_checkpoint
-from probcl.core.precision_names import PRECISIONS
+from probcl.core.names import FEATURE_LAYERS, PRECISIONS
 from probcl.core.run_lock import RunLock
 from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError, ProbclError

@@ -26,7 +26,6 @@ from lightning.pytorch.utilities.exceptions import MisconfigurationException, SI
 from probcl.config import Config, ConfigError, TrainConfig, from_dict, recipe_changes, save_config
 from probcl.core.io import atomic_write
 from probcl.core.layout import RunPaths
-from probcl.core.precision import PrecisionChoice, resolve_precision
 from probcl.core.process_clock import seconds_since_process_start
 from probcl.core.run_lock import RunLock, move_aside
 from probcl.data.info import data_info_for
@@ -41,6 +40,7 @@ from probcl.runs.loggers import check_loggers, extra_loggers
 from probcl.runs.metrics_log import JsonlLogger
 from probcl.runs.progress_bar import LoggedStepProgressBar
 from probcl.runs.resume import ExactResume, GracefulStop, ResumableLoader
+from probcl.runtime.precision import PrecisionChoice, resolve_precision
 from probcl.tasks.startup import announce, limited_batches, steps_per_epoch, summarize
 
 # Lightning's info lines that a run has no use for: its advertising tips, the device lines that the start-up

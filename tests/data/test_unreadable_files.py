@@ -206,7 +206,7 @@ def test_pretrain_start_up_summary_matches_a_hand_count(folder, trained):
     )  # 8 + 8 train, 3 + 3 test: RGB/RGBA PNG, RGB JPEG
     assert "  size       16 x 16 px\n" in out and "  batch      8\n" in out
     assert "  steps      3 per epoch x 2 epochs = 6 optimiser steps\n" in out
-    from probcl.core.precision import resolve_precision
+    from probcl.runtime.precision import resolve_precision
 
     default = resolve_precision("auto", "cpu").precision  # the default: bf16-mixed where the CPU has native bf16
     assert f"  precision  {default}\n" in out and "  device     cpu\n" in out

@@ -326,7 +326,7 @@ def test_invalid_hyper_parameters_are_rejected():
 def _ddp_worker(rank, rendezvous, out_dir, z1, z2, zs):
     import torch.distributed as dist
 
-    from probcl.core.distributed import gather_with_grad
+    from probcl.runtime.distributed import gather_with_grad
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)

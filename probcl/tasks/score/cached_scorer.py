@@ -11,13 +11,13 @@ from typing import Any
 import torch
 import yaml
 
-from probcl.core.devices import resolve_device
 from probcl.core.layout import RunPaths, find_checkpoint
 from probcl.data.loaders import image_batches, load_dataset
 from probcl.data.sources import ImageSource
 from probcl.data.specs import Split
 from probcl.eval.score_table import with_input_statistics
 from probcl.eval.scoring_network import ExportedOutputs, load_outputs
+from probcl.runtime.devices import resolve_device
 from probcl.tasks.score.cache import cache_file, checkpoint_identity, read_cache
 from probcl.tasks.score.options import ScoreOptions
 from probcl.tasks.score.scorer import Batch, Scorer

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from probcl.core.precision_names import AUTO, BF16, FP32
+from probcl.core.names import AUTO, BF16, FP32
 
 # CPU flags (as /proc/cpuinfo spells them) that mean native bf16 matrix instructions; amx_tile is what torch's
 # cpuinfo check reports for AMX, whose every implementation so far includes AMX-BF16.

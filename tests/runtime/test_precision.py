@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from probcl.core.precision import HardwareFacts, choose_precision, cpu_bf16_flags
+from probcl.runtime.precision import HardwareFacts, choose_precision, cpu_bf16_flags
 
 # (facts, expected precision): the hardware cases of issue #28
 CASES = [
