@@ -1,19 +1,19 @@
-"""EBCLR: energy (Eq. 20), discriminative term (Eq. 18), proximal MSGLD (Eq. 21-22), replay buffer,
-checkpointing, a tiny training run and `probcl sample`, each against a plain re-implementation."""
+"""EBCLR: SGLD samples within the method's pixel range, the presets' clamp, the replay buffer in checkpoints, DDP,
+a tiny training run and `probcl sample`, against plain re-implementations (the loss and the sampler themselves:
+tests/losses/test_ebclr.py, tests/samplers/test_sgld.py)."""
 
 import io
 import math
 
-import numpy as np
 import pytest
 import torch
-from scipy.stats import binomtest
 
 from probcl.config import ConfigError, load_config
-from probcl.losses.ebclr import discriminative_loss, ebclr_loss, energy
-from probcl.losses.nt_xent import nt_xent_loss
+from probcl.losses.ebclr import ebclr_loss
 from probcl.methods import METHODS, TrainingDivergedError
-from probcl.samplers.sgld import MSGLDConfig, MultiStageSGLD, ReplayBuffer, msgld_sigma, proximal_sgld
+from probcl.samplers.sgld import MSGLDConfig, ReplayBuffer, proximal_sgld
+from tests.losses.ebclr_reference import direct_minus_log_q
+from tests.samplers.helpers import quadratic_energy
 
 EBM_MODEL = {
     "model.norm": "none",
@@ -21,113 +21,6 @@ EBM_MODEL = {
     "augment.preset": "ebclr-gray",
     "augment.normalize": "symmetric",
 }
-
-
-def unit(x):
-    return x / np.linalg.norm(x)
-
-
-def direct_energy(z, refs, tau):
-    """Eq. 20 written plainly: -log sum_m exp(-||z/|z| - z'_m/|z'_m|||^2 / tau)."""
-    return -math.log(sum(math.exp(-float(np.sum((unit(z) - unit(r)) ** 2)) / tau) for r in refs))
-
-
-def direct_energy_grad(w, b, v, refs, tau):
-    """d E(W v + b) / d v by the chain rule: softmax-weighted 2(z_hat - r_m)/tau through the normalisation."""
-    z = w @ v + b
-    norm = np.linalg.norm(z)
-    z_hat = z / norm
-    r_hat = [unit(r) for r in refs]
-    logits = np.array([-np.sum((z_hat - r) ** 2) / tau for r in r_hat])
-    weights = np.exp(logits - logits.max())
-    weights /= weights.sum()
-    d_zhat = sum(wm * 2 * (z_hat - r) / tau for wm, r in zip(weights, r_hat))
-    d_z = (np.eye(len(z)) - np.outer(z_hat, z_hat)) @ d_zhat / norm
-    return w.T @ d_z
-
-
-def direct_minus_log_q(z1, z2, tau, others):
-    """Eq. 18: -log q(v'_n | v_n) with its 1/N' normaliser, averaged over both views as anchors."""
-    views = [unit(v) for v in np.concatenate([z1, z2])]
-    n = len(z1)
-    total = []
-    for i in range(2 * n):
-        partner = (i + n) % (2 * n)
-        if others == "2n-1":
-            candidates = [k for k in range(2 * n) if k != i]
-        else:  # the N views of the other side
-            candidates = list(range(n, 2 * n)) if i < n else list(range(n))
-        sim = lambda k, i=i: math.exp(-float(np.sum((views[i] - views[k]) ** 2)) / tau)  # noqa: E731
-        total.append(-math.log(sim(partner) / (sum(sim(k) for k in candidates) / len(candidates))))
-    return float(np.mean(total)), len(candidates)
-
-
-# ------------------------------------------------------------------ energy and discriminative term
-def test_energy_matches_direct_computation():
-    rng = np.random.default_rng(0)
-    z, refs = rng.normal(size=(3, 4)), rng.normal(size=(5, 4))
-    for tau in (0.1, 0.7):
-        ours = energy(torch.tensor(z), torch.tensor(refs), tau).numpy()
-        expected = [direct_energy(row, refs, tau) for row in z]
-        np.testing.assert_allclose(ours, expected, rtol=1e-10, atol=1e-10)
-
-
-def test_sgld_step_follows_the_input_gradient_of_the_energy():
-    rng = np.random.default_rng(1)
-    w, b, refs = rng.normal(size=(4, 6)), rng.normal(size=4), rng.normal(size=(5, 4))
-    v0 = rng.normal(size=(3, 6))
-    linear = torch.nn.Linear(6, 4).double()
-    with torch.no_grad():
-        linear.weight.copy_(torch.tensor(w))
-        linear.bias.copy_(torch.tensor(b))
-    tau, alpha = 0.5, 1e-3
-    energy_fn = lambda v: energy(linear(v), torch.tensor(refs), tau)  # noqa: E731
-    v1 = proximal_sgld(energy_fn, torch.tensor(v0), 1, alpha, 1e9, 0.0).samples.numpy()
-    for row0, row1 in zip(v0, v1):
-        np.testing.assert_allclose((row0 - row1) / alpha, direct_energy_grad(w, b, row0, refs, tau), rtol=1e-8)
-
-
-@pytest.mark.parametrize("others", ["2n-1", "n"])
-def test_discriminative_term_is_eq18(others):
-    rng = np.random.default_rng(2)
-    z1, z2 = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
-    tau = 0.2
-    expected, n_others = direct_minus_log_q(z1, z2, tau, others)
-    ours = discriminative_loss(torch.tensor(z1), torch.tensor(z2), tau, others, gather=True).item()
-    assert abs(ours - (expected + math.log(n_others))) < 1e-10  # ours drops the constant log N'
-    if others == "2n-1":  # -||a - b||^2 / tau = 2 cos / tau - 2 / tau: NT-Xent at tau / 2
-        assert abs(ours - nt_xent_loss(torch.tensor(z1), torch.tensor(z2), tau / 2, gather=True).item()) < 1e-10
-
-
-def test_generative_term_signs_and_lambda():
-    rng = np.random.default_rng(3)
-    z1, z2, zs = (torch.tensor(rng.normal(size=(4, 3))) for _ in range(3))
-    out = ebclr_loss(z1, z2, zs, z2, 0.3, 0.25, "2n-1", gather=True, proj_norm_weight=1e-3)
-    e_data = np.mean([direct_energy(r, z2.numpy(), 0.3) for r in z1.numpy()])
-    e_samples = np.mean([direct_energy(r, z2.numpy(), 0.3) for r in zs.numpy()])
-    reg = 1e-3 * (np.sum(z1.numpy() ** 2) + np.sum(zs.numpy() ** 2))
-    disc = direct_minus_log_q(z1.numpy(), z2.numpy(), 0.3, "2n-1")[0] + math.log(7)
-    assert abs(out.total.item() - (disc + 0.25 * (e_data - e_samples + reg))) < 1e-10
-
-
-# ------------------------------------------------------------------ proximal SGLD and MSGLD
-def quadratic_energy(target, c):
-    return lambda v: 0.5 * c * (v - target).square().flatten(1).sum(1)
-
-
-def test_clamp_bounds_each_update_coordinate():
-    g = torch.Generator().manual_seed(0)
-    v0, target = (torch.randn(8, 1, 16, 16, generator=g, dtype=torch.float64) for _ in range(2))
-    c, alpha, delta = 3.0, 0.05, 1.0
-    grad = c * (v0 - target)
-    assert (grad.abs() > delta).any() and (grad.abs() < delta).any()
-    step = proximal_sgld(quadratic_energy(target, c), v0, 1, alpha, delta, 0.0).samples - v0
-    assert step.abs().max() <= alpha * delta + 1e-12
-    torch.testing.assert_close(step, -alpha * grad.clamp(-delta, delta))  # Eq. 21 without noise
-    torch.manual_seed(0)
-    sigma = 0.2
-    noise = proximal_sgld(quadratic_energy(target, c), v0, 1, alpha, delta, sigma).samples - v0 - step
-    assert abs(noise.std().item() - sigma) < 0.05 * sigma and abs(noise.mean().item()) < 0.02
 
 
 def test_samples_stay_in_the_valid_pixel_range():
@@ -140,20 +33,6 @@ def test_samples_stay_in_the_valid_pixel_range():
     assert math.isclose(out.samples.max().item(), high.item(), rel_tol=1e-6)  # pushed to the bound, not past
 
 
-@pytest.mark.parametrize("pixel_clamp", [True, False])
-def test_sampler_clamps_to_the_pixel_range_only_when_asked(pixel_clamp):
-    buffer = ReplayBuffer(4, 1.0, (1, 8, 8))
-    sampler = MultiStageSGLD(
-        MSGLDConfig(steps=30, step_size=1.0, sigma_min=0.0, sigma_max=0.0, pixel_clamp=pixel_clamp), buffer
-    )
-    low, high = torch.tensor(-1.0), torch.tensor(1.0)
-    out = sampler.sample(
-        quadratic_energy(torch.full((4, 1, 8, 8), 100.0), 1.0), 4, lambda n: torch.zeros(n, 1, 8, 8), bounds=(low, high)
-    )
-    # without the clamp the chain follows Eq. 21 alone: 30 steps of alpha * delta = 1 towards 100
-    assert out.samples.max().item() == pytest.approx(1.0 if pixel_clamp else 30.0)
-
-
 @pytest.mark.parametrize(
     "preset", ["fashion-mnist/ebclr-paper", "mnist/ebclr-paper", "cifar10/ebclr", "cifar100/ebclr"]
 )
@@ -162,62 +41,6 @@ def test_paper_presets_do_not_clamp_sgld_iterates(preset):
 
     assert load_config(resolve_config_path(preset)).method_args["sgld"]["pixel_clamp"] is False
     assert MSGLDConfig().pixel_clamp is True
-
-
-def test_msgld_schedule_below_at_and_above_k():
-    counts = torch.tensor([0, 1, 2, 3, 4, 10])
-    expected = [0.05, 0.05 - 0.04 / 3, 0.05 - 0.08 / 3, 0.01, 0.01, 0.01]  # Eq. 22 with K = 3
-    torch.testing.assert_close(msgld_sigma(counts, 0.01, 0.05, 3), torch.tensor(expected), atol=1e-7, rtol=0)
-
-
-def test_sampler_applies_each_chains_noise_level_and_counts_uses():
-    counts = torch.tensor([0, 1, 2, 3, 6])
-    buffer = ReplayBuffer(5, 0.0, (1, 64, 64))
-    buffer.load_state_dict({"samples": torch.zeros(5, 1, 64, 64), "counts": counts.clone()})
-    sampler = MultiStageSGLD(MSGLDConfig(steps=1, sigma_min=0.01, sigma_max=0.05, decay_uses=3), buffer)
-    torch.manual_seed(0)
-    idx = torch.randint(5, (40,))
-    torch.manual_seed(0)
-    out = sampler.sample(lambda v: 0 * v.flatten(1).sum(1), 40, lambda n: None)  # flat energy: pure noise
-    used = torch.bincount(idx, minlength=5) > 0
-    assert torch.equal(buffer.counts, counts + used.long())  # kappa + 1 for every drawn entry
-    for i, entry in enumerate(idx.tolist()):
-        sigma = 0.01 + 0.04 * max(0.0, 1 - int(counts[entry]) / 3)  # Eq. 22 at the entry's kappa
-        assert abs(out.samples[i].std().item() - sigma) < 0.05 * sigma
-
-
-@pytest.mark.parametrize("rho", [0.2, 0.6])
-def test_reinitialisation_frequency_is_rho(rho):
-    torch.manual_seed(1)
-    buffer = ReplayBuffer(500, rho, (1, 2, 2))
-    buffer.load_state_dict({"samples": torch.zeros(500, 1, 2, 2), "counts": torch.full((500,), 3)})
-    reinit_total, draws = 0, 0
-    for _ in range(100):
-        idx, init, counts, reinit = buffer.draw(50, lambda n: torch.ones(n, 1, 2, 2))
-        assert torch.equal(init[reinit], torch.ones(int(reinit.sum()), 1, 2, 2)) and (counts[reinit] == 0).all()
-        reinit_total, draws = reinit_total + int(reinit.sum()), draws + 50
-    assert binomtest(reinit_total, draws, rho).pvalue > 1e-3
-
-
-def test_empty_entries_start_from_the_proposal():
-    buffer = ReplayBuffer(10, 0.0, (1, 2, 2))
-    _, init, counts, reinit = buffer.draw(4, lambda n: torch.full((n, 1, 2, 2), 7.0))
-    assert reinit.all() and (init == 7).all() and (counts == 0).all()
-
-
-def test_zero_noise_sgld_lowers_the_energy_of_a_fixed_model():
-    torch.manual_seed(0)
-    from probcl.models.backbones import SmallCNN
-    from probcl.models.heads import projection_head
-
-    net = torch.nn.Sequential(SmallCNN(1, 4, "none", "leaky_relu"), projection_head(16, 16, 8, norm="none")).double()
-    refs = net(torch.rand(16, 1, 12, 12, dtype=torch.float64) * 2 - 1).detach()
-    energy_fn = lambda v: energy(net(v), refs, 0.1)  # noqa: E731
-    init = torch.rand(8, 1, 12, 12, dtype=torch.float64) * 2 - 1
-    out = proximal_sgld(energy_fn, init, 20, 0.05, 1.0, 0.0, (torch.tensor(-1.0), torch.tensor(1.0)))
-    before, after = energy_fn(init).detach(), energy_fn(out.samples).detach()
-    assert (after < before).all()
-    assert all(p.grad is None for p in net.parameters())  # the sampler leaves the model alone
 
 
 # ------------------------------------------------------------------ the method
