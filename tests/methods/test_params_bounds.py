@@ -4,10 +4,12 @@ value naming the key and the valid range. Every value the hand-written checks re
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import pytest
 
 from probcl.config import AtLeast, Bound, Config, InRange, NonNegative, Positive, from_dict, load_config
+from probcl.data.info import DataInfo
 from probcl.errors import ConfigError
 from probcl.methods import METHODS
 from probcl.methods.moco import MoCoParams
@@ -143,6 +145,6 @@ def test_params_come_from_the_type_argument_and_hp_is_the_validated_object():
     model = SimCLR(cfg, DATA_INFO, hp)
     assert model.hp is hp and model.cfg is cfg and hp.temperature == 0.3
     # The checkpoint keeps plain dicts, from which the same model is rebuilt.
-    assert model.hparams["config"] == cfg.to_dict() and model.hparams["data_info"] == DATA_INFO
+    assert model.hparams["config"] == cfg.to_dict() and model.hparams["data_info"] == asdict(DataInfo(**DATA_INFO))
     again = SimCLR(**model.hparams)
     assert again.hp == hp and isinstance(again.cfg, Config)
