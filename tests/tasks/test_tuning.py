@@ -257,3 +257,105 @@ def test_a_tuning_file_naming_a_method_the_budget_lacks_is_refused(tmp_path):
 
 def test_the_study_tuning_file_is_a_preset():
     assert resolve_config_path("fashion-mnist/study-v3-tuning").is_file()
+
+
+PRESETS = Path(__file__).resolve().parents[2] / "probcl" / "presets" / "fashion-mnist"
+
+
+def v3_with_tuned_settings(tmp_path: Path) -> tuple[Path, dict[str, dict]]:
+    """The v3 study files in a folder beside a study-v3-tuned.yaml generated (by the tuning code) from published
+    trials whose scores make trial k = (method's index + 3) % 8 each method's winner; returns the folder and each
+    method's winning settings."""
+    spec, _ = load_tuning("fashion-mnist/study-v3-tuning")
+    drawn = draw_trials(spec)
+    published = tmp_path / "published"
+    winners = {}
+    for i, label in enumerate(spec.methods):
+        best = (i + 3) % spec.trials
+        winners[label] = drawn[label][best]
+        for k in range(spec.trials):
+            cell = published / "cells" / f"{label}-t{k}-s0"
+            cell.mkdir(parents=True)
+            (cell / "cell.json").write_text("{}")
+            score = 80.0 + (5.0 if k == best else k * 0.1)
+            (cell / "eval.json").write_text(f'{{"heldout": {{"linear_top1": {score}, "knn_top1": 70.0}}}}')
+    folder = tmp_path / "presets"
+    folder.mkdir()
+    (folder / spec.tuned_file).write_text(yaml.safe_dump(tuned_tree(spec, select(spec, published))))
+    for name in ("study-v3.yaml", "study-v3-long.yaml", "study-v3-split2.yaml"):
+        (folder / name).write_text((PRESETS / name).read_text())
+    return folder, winners
+
+
+def cell_settings(bench, base_dir, cell) -> dict:
+    from probcl.config import to_plain
+    from probcl.tasks.benchmark_grid import cell_config
+
+    return to_plain(cell_config(bench, cell, Path("runs"), base_dir).to_dict())
+
+
+def test_v3_studies_take_the_tuning_winners_six_seeds_and_a_second_split(tmp_path):
+    from probcl.tasks.benchmark_grid import Cell, method_seeds
+
+    folder, winners = v3_with_tuned_settings(tmp_path)
+    six, three = [0, 1, 2, 3, 4, 5], [0, 1, 2]
+
+    bench, base = load_benchmark(folder / "study-v3.yaml")
+    assert all(method_seeds(bench, m) == six for m in bench.methods)
+    assert bench.overrides["train.epochs"] == 6 and bench.overrides["data.dataset"] == "fashion-mnist:classes=0-7"
+    simclr = cell_settings(bench, base, Cell("simclr", 4))
+    assert simclr["optim"]["lr"] == winners["simclr"]["optim.lr"]
+    assert simclr["method_args"]["temperature"] == winners["simclr"]["method_args.temperature"]
+    dropout = cell_settings(bench, base, Cell("simclr-dropout", 5))
+    assert dropout["model"]["dropout2d"] == 0.5 and dropout["optim"]["lr"] == winners["simclr"]["optim.lr"]
+    svgd = cell_settings(bench, base, Cell("vem-svgd", 0))
+    assert (
+        svgd["method_args"]["bank_size"] == 1024
+        and svgd["method_args"]["step_size"] == (winners["vem-svgd"]["method_args.step_size"])
+    )
+    ebclr = cell_settings(bench, base, Cell("ebclr", 0))
+    assert ebclr["method_args"]["sgld"]["step_size"] == winners["ebclr"]["method_args.sgld.step_size"]
+    assert set(bench.claims) >= {"ebclr-accuracy", "vem-accuracy", "tau-ood", "ceb-accuracy"}
+
+    long, base = load_benchmark(folder / "study-v3-long.yaml")
+    deciding = {"simclr", "vem-langevin", "c-simclr", "byol", "c-byol"}
+    assert {m for m in long.methods if method_seeds(long, m) == six} == deciding
+    assert all(method_seeds(long, m) == three for m in set(long.methods) - deciding)
+    assert long.overrides["train.epochs"] == 30
+    assert cell_settings(long, base, Cell("tau-posthoc", 0))["train"]["epochs"] == 10
+    assert (
+        cell_settings(long, base, Cell("c-byol", 5))["method_args"]["w_byol"] == winners["c-byol"]["method_args.w_byol"]
+    )
+
+    split2, base = load_benchmark(folder / "study-v3-split2.yaml")
+    assert set(split2.methods) == {"simclr", "tau-simclr", "simclr-dropout", "ebclr", "c-simclr"}
+    assert all(method_seeds(split2, m) == six for m in split2.methods) and split2.seed_ensembles == ["simclr"]
+    assert split2.overrides["data.dataset"] == "fashion-mnist:classes=0,1,3,4,5,7,8,9"
+    assert split2.suite_options["ood"]["datasets"] == ["fashion-mnist:classes=2,6", "digits"]
+    assert set(split2.claims) == {"tau-ood-split2"} and not split2.budgets
+    assert not any("8-9" in str(v) for v in split2.headline.values())
+    tau = cell_settings(split2, base, Cell("tau-simclr", 3))
+    assert tau["optim"]["lr"] == winners["tau-simclr"]["optim.lr"]
+    assert tau["data"]["dataset"] == "fashion-mnist:classes=0,1,3,4,5,7,8,9"
+
+
+def test_extends_null_removes_a_base_key_but_sets_a_value_under_overrides():
+    from probcl.tasks.benchmark_extends import deep_merge
+
+    base = {"budgets": {"a": "x"}, "suite_options": {"ood": {"k": 1}, "lipschitz": {"k": 2}}, "overrides": {"m": 1}}
+    top = {"budgets": None, "suite_options": {"lipschitz": None}, "overrides": {"m": None}}
+    assert deep_merge(base, top, null_removes=True) == {"suite_options": {"ood": {"k": 1}}, "overrides": {"m": None}}
+    assert deep_merge(base, top)["budgets"] is None  # without null_removes, null is a value as before
+
+
+def test_extends_claims_keeps_only_the_named_claims_of_the_base(tmp_path):
+    (tmp_path / "child.yaml").write_text(
+        yaml.safe_dump({"extends": {"config": "fashion-mnist/study", "claims": ["tau-ood"]}, "out": "x"})
+    )
+    bench, _ = load_benchmark(tmp_path / "child.yaml")
+    assert set(bench.claims) == {"tau-ood"}
+    (tmp_path / "bad.yaml").write_text(
+        yaml.safe_dump({"extends": {"config": "fashion-mnist/study", "claims": ["nope"]}})
+    )
+    with pytest.raises(ConfigError, match="extends.claims names nope"):
+        load_benchmark(tmp_path / "bad.yaml")
