@@ -5,7 +5,10 @@ and load no class it is told never to load."""
 from __future__ import annotations
 
 import math
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -359,3 +362,21 @@ def test_extends_claims_keeps_only_the_named_claims_of_the_base(tmp_path):
     )
     with pytest.raises(ConfigError, match="extends.claims names nope"):
         load_benchmark(tmp_path / "bad.yaml")
+
+
+def run_script(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+    script = root / "benchmarks" / "tune_study.py"
+    return subprocess.run([sys.executable, str(script), *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def test_the_script_reports_unfinished_trials_and_refuses_the_settings_until_all_have_run(tmp_path):
+    path = write_tiny_tuning(tmp_path, "0-7", None)
+    done = run_script("report", "--config", str(path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    table = (tmp_path / "published" / "selection.md").read_text()
+    assert table.count("0 of 2 trials finished; no winner until every trial has finished") == 2
+    refused = run_script("settings", "--config", str(path), cwd=tmp_path)
+    assert refused.returncode == 2 and "tuning is not finished for byol, simclr" in refused.stderr
+    assert not (tmp_path / "tuned.yaml").exists()
