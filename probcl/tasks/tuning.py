@@ -96,23 +96,23 @@ class Selection:
 class TuningSpec:
     """A tuning file (see the module docstring)."""
 
-    title: str
+    title: str  # the trials' report title
     budget: str  # the study whose `overrides` and method entries every trial takes (e.g. fashion-mnist/study)
     trials_file: str  # the generated benchmark config of the trials, beside this file
-    out: str
-    publish: str
-    trials: Annotated[int, AtLeast(1)]
-    selection: Selection
-    methods: dict[str, TunedMethod]
-    never_load_classes: list[int] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=lambda: [0])
-    draw: Draw = field(default_factory=Draw)
+    out: str  # the trials' benchmark folder (runs, checkpoints)
+    publish: str  # where each finished trial's small files are published (docs/results/...)
+    trials: Annotated[int, AtLeast(1)]  # trials per tuned method, the same for every one
+    selection: Selection  # the rule that picks each method's winner
+    methods: dict[str, TunedMethod]  # label (a method of the budget) -> its settings' ranges
+    never_load_classes: list[int] = field(default_factory=list)  # classes no trial may load (data_protocol heldout)
+    seeds: list[int] = field(default_factory=lambda: [0])  # seeds of every trial
+    draw: Draw = field(default_factory=Draw)  # how the trials are drawn
     heldout: dict = field(default_factory=dict)  # the heldout suite's options
     overrides: dict = field(default_factory=dict)  # on top of the budget's (e.g. another class split)
-    inherit: dict[str, Inherited] = field(default_factory=dict)
+    inherit: dict[str, Inherited] = field(default_factory=dict)  # budget cells that take a tuned method's winner
     untuned: dict[str, str] = field(default_factory=dict)  # budget cells left as they are -> why
     tuned_file: str | None = None  # the generated study config with the winners (beside this file)
-    description: str = ""
+    description: str = ""  # printed at the top of the trials' report
 
 
 def load_tuning(path: str | Path) -> tuple[TuningSpec, Path]:
