@@ -355,4 +355,6 @@ def tuned_tree(spec: TuningSpec, selections: list[MethodSelection]) -> dict:
         winners[s.method] = dict(s.winner.settings)
     methods: dict[str, Any] = {label: {"overrides": settings} for label, settings in winners.items()}
     methods.update({label: {"overrides": dict(winners[i.source])} for label, i in spec.inherit.items()})
-    return {"extends": spec.budget, "methods": methods}
+    # its own run folder and no publish folder: run by mistake, it cannot overwrite the budget study's published cells
+    own = Path(spec.tuned_file or "tuned").stem
+    return {"extends": spec.budget, "out": f"runs/{own}", "publish": None, "methods": methods}

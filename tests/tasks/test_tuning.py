@@ -239,7 +239,7 @@ def test_a_tuning_run_opens_no_test_file_loads_no_held_out_class_and_selects_by_
         best = max(range(2), key=lambda k: (*scores[f"{s.method}-t{k}-s0"], -k))
         assert s.complete and s.winner is not None and s.winner.index == best
     tuned = tuned_tree(spec, selections)
-    assert tuned["extends"] == "budget.yaml"
+    assert tuned["extends"] == "budget.yaml" and tuned["publish"] is None and tuned["out"] == "runs/tuned"
     assert tuned["methods"]["simclr"]["overrides"] == draw_trials(spec)["simclr"][selections[0].winner.index]
 
 
@@ -303,6 +303,8 @@ def test_v3_studies_take_the_tuning_winners_six_seeds_and_a_second_split(tmp_pat
     folder, winners = v3_with_tuned_settings(tmp_path)
     six, three = [0, 1, 2, 3, 4, 5], [0, 1, 2]
 
+    tuned, _ = load_benchmark(folder / "study-v3-tuned.yaml")
+    assert tuned.publish is None and tuned.out == "runs/study-v3-tuned"  # never the v2 study's folders
     bench, base = load_benchmark(folder / "study-v3.yaml")
     assert all(method_seeds(bench, m) == six for m in bench.methods)
     assert bench.overrides["train.epochs"] == 6 and bench.overrides["data.dataset"] == "fashion-mnist:classes=0-7"
