@@ -207,6 +207,14 @@ def random_subset(n: int, count: int, seed: int = 0) -> torch.Tensor:
     return torch.sort(torch.randperm(n, generator=generator)[:count]).values
 
 
+def pretraining_indices(n: int, train_subset: int | None, seed: int) -> torch.Tensor:
+    """Which of a training split's ``n`` images a run pretrains on: all, or its seeded ``data.train_subset``
+    (seeded by ``train.seed``)."""
+    if train_subset is None or train_subset >= n:
+        return torch.arange(n)
+    return random_subset(n, train_subset, seed)
+
+
 def holdout_split(n: int, split: Split) -> torch.Tensor:
     """Indices of ``split`` of ``n`` items that have no explicit test split: a seeded
     :data:`~probcl.data.specs.HOLDOUT_FRACTION` is the test split, the rest the training split."""

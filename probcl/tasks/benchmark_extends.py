@@ -7,11 +7,15 @@ that claims, suites, controls and headline are written once.
 
 The base's tree (itself resolved first, when it extends another) is deep-merged under this file's keys: mappings
 merge key by key (a key is never split at its dots: ``overrides: {train.epochs: 30}`` replaces the base's
-``train.epochs``); lists, strings and numbers replace the base's. ``methods`` is the grid, so it merges by label:
+``train.epochs``); lists, strings and numbers replace the base's; a null removes the base's key (``budgets: null``:
+the default; ``suite_options: {lipschitz: null}``), except under ``overrides``, where null is a setting's value.
+``methods`` is the grid, so it merges by label:
 
 - ``extends.methods: [label, ...]`` keeps only those of the base's methods (``[]`` keeps none: this file's
   ``methods`` is then the whole grid); the base's ``controls`` that name a dropped method and its dropped
   ``seed_ensembles`` entries go with them;
+- ``extends.claims: [name, ...]`` keeps only those of the base's claims (``[]`` keeps none: this file's
+  ``claims`` are then all of them), e.g. a second class split whose OOD claims read another held-out set;
 - an entry of this file's ``methods`` that names a preset (a path, or a mapping with ``config``) adds a method or
   replaces the base's entry of that label as a whole; an entry without ``config`` amends the base's entry
   (deep-merged into it, e.g. ``tau-posthoc: {overrides: {train.epochs: 10}}`` or ``moco: {phase: 2}``).
@@ -29,7 +33,7 @@ import yaml
 
 from probcl.config import ConfigError
 
-EXTENDS_KEYS = {"config", "methods"}
+EXTENDS_KEYS = {"config", "methods", "claims"}
 
 
 def preset_path(name: str, base_dir: Path) -> Path:
@@ -53,28 +57,35 @@ def read_tree(path: Path, what: str = "config") -> dict:
     return tree
 
 
-def deep_merge(base: dict, top: dict) -> dict:
+def deep_merge(base: dict, top: dict, null_removes: bool = False) -> dict:
     """A new mapping: ``top``'s keys over ``base``'s, mappings merged key by key (keys taken as they are, dots
-    included), anything else replaced."""
+    included), anything else replaced; with ``null_removes``, a null in ``top`` removes the base's key (except
+    under ``overrides``, where null is a setting's value)."""
     merged = copy.deepcopy(base)
     for key, value in top.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
+        if value is None and null_removes:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value, null_removes and key != "overrides")
         else:
             merged[key] = copy.deepcopy(value)
     return merged
 
 
-def _extends_spec(spec: Any, where: str) -> tuple[str, list[str] | None]:
-    """(base name, the base's methods to keep or None for all) of an ``extends`` value."""
+def _names(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(m, str) for m in value))
+
+
+def _extends_spec(spec: Any, where: str) -> tuple[str, list[str] | None, list[str] | None]:
+    """(base name, the base's methods to keep, the base's claims to keep; None: all) of an ``extends`` value."""
     if isinstance(spec, str):
-        return spec, None
+        return spec, None, None
     if isinstance(spec, dict) and isinstance(spec.get("config"), str) and not set(spec) - EXTENDS_KEYS:
-        keep = spec.get("methods")
-        if keep is None or (isinstance(keep, list) and all(isinstance(m, str) for m in keep)):
-            return spec["config"], keep
+        if _names(spec.get("methods")) and _names(spec.get("claims")):
+            return spec["config"], spec.get("methods"), spec.get("claims")
     raise ConfigError(
-        f"{where}: extends must be a benchmark config name or {{config: NAME, methods: [label, ...]}}, got {spec!r}"
+        f"{where}: extends must be a benchmark config name or "
+        f"{{config: NAME, methods: [label, ...], claims: [name, ...]}}, got {spec!r}"
     )
 
 
@@ -130,7 +141,7 @@ def resolve_extends(tree: dict, path: Path, chain: tuple[Path, ...] = ()) -> dic
     if "extends" not in tree:
         return tree
     where = str(path)
-    name, keep = _extends_spec(tree["extends"], where)
+    name, keep, keep_claims = _extends_spec(tree["extends"], where)
     base_path = preset_path(name, path.parent)
     seen = (*chain, path.resolve())
     if base_path.resolve() in seen:
@@ -139,7 +150,13 @@ def resolve_extends(tree: dict, path: Path, chain: tuple[Path, ...] = ()) -> dic
     base = resolve_extends(read_tree(base_path, "benchmark file"), base_path, seen)
     if keep is not None:
         base = keep_methods(base, keep, where)
+    if keep_claims is not None:
+        claims = base.get("claims") or {}
+        unknown = [c for c in keep_claims if c not in claims]
+        if unknown:
+            raise ConfigError(f"{where}: extends.claims names {', '.join(unknown)}, not a claim of the base")
+        base = dict(base, claims={c: claims[c] for c in claims if c in keep_claims})
     own = {k: v for k, v in tree.items() if k not in ("extends", "methods")}
-    merged = deep_merge(base, own)
+    merged = deep_merge(base, own, null_removes=True)
     merged["methods"] = merge_methods(base.get("methods") or {}, tree.get("methods") or {}, where)
     return merged

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, Config, ConfigError, from_dict
+from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, Config, ConfigError, OneOf, from_dict
 from probcl.report.claims import parse_claims
 from probcl.report.controls import Control, check_controls
 from probcl.tasks.benchmark_extends import preset_path, read_tree, resolve_extends
@@ -77,6 +77,10 @@ class BenchmarkConfig:
     # beyond it, e.g. a lr scaled with the batch); default: the methods whose configs differ only in the batch size
     sweeps: dict[str, list[str]] = field(default_factory=dict)
     eval: BenchmarkEval = field(default_factory=BenchmarkEval)
+    # "heldout": a tuning grid, scored on held-out *training* images only (the `heldout` suite; the test split and
+    # the never_load_classes are never loaded: probcl.tasks.tuning.check_heldout_protocol, checked before any work)
+    data_protocol: Annotated[str, OneOf(("test", "heldout"))] = "test"
+    never_load_classes: list[int] = field(default_factory=list)  # data_protocol heldout: classes no cell may load
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,10 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
     SUITES.parse_all(bench.suites, bench.suite_options)  # unknown suites, options and bad values fail here
     for label in bench.methods:
         method_suites(bench, label)  # a method's own suites must be among them
+    if bench.data_protocol == "heldout":
+        from probcl.tasks.tuning import check_heldout_protocol
+
+        check_heldout_protocol(bench, Path(path).parent, str(path))
     return bench, Path(path).parent
 
 
@@ -229,7 +237,8 @@ def merge_into(tree: dict, updates: dict) -> dict:
     return tree
 
 
-def _method_spec(bench: BenchmarkConfig, label: str) -> tuple[str, dict]:
+def method_spec(bench: BenchmarkConfig, label: str) -> tuple[str, dict]:
+    """A method entry's (preset, overrides)."""
     spec = bench.methods[label]
     if isinstance(spec, str):
         return spec, {}
@@ -250,7 +259,7 @@ def cell_config(bench: BenchmarkConfig, cell: Cell, root: Path, base_dir: Path) 
     if bench.base:
         base = _preset_tree(bench.base, base_dir)
         merge_into(tree, {k: v for k, v in base.items() if k not in BASE_ONLY_KEYS})
-    preset, method_overrides = _method_spec(bench, cell.method)
+    preset, method_overrides = method_spec(bench, cell.method)
     merge_into(tree, _preset_tree(preset, base_dir))
     merge_into(tree, bench.overrides)
     merge_into(tree, method_overrides)

@@ -30,7 +30,7 @@ from probcl.core.process_clock import seconds_since_process_start
 from probcl.core.run_lock import RunLock, move_aside
 from probcl.data.info import data_info_for
 from probcl.data.loaders import load_dataset
-from probcl.data.sources import ImageSource, TensorImages, random_subset
+from probcl.data.sources import ImageSource, TensorImages, pretraining_indices, random_subset
 from probcl.data.unreadable import UnreadableFiles
 from probcl.errors import RunError
 from probcl.eval.features import extract
@@ -413,8 +413,9 @@ def _training_set(cfg: Config, unreadable: UnreadableFiles) -> ImageSource:
     d = cfg.data
     channels = None if d.channels == "auto" else d.channels
     train = load_dataset(d.dataset, "pretrain", d.root, d.download, d.image_size, channels, unreadable=unreadable)
-    if d.train_subset is not None and d.train_subset < len(train):
-        train = train.subset(random_subset(len(train), d.train_subset, cfg.train.seed))
+    indices = pretraining_indices(len(train), d.train_subset, cfg.train.seed)
+    if len(indices) < len(train):
+        train = train.subset(indices)
     steps_per_epoch(len(train), cfg.train.batch_size, limit=cfg.train.limit_train_batches)
     return train
 
@@ -440,8 +441,10 @@ def _checkpoint_callbacks(paths: RunPaths, t: TrainConfig) -> list[Callback]:
 
 def _monitor_callbacks(cfg: Config, train: ImageSource, paths: RunPaths, unreadable: UnreadableFiles) -> list:
     """The online kNN monitor and the ``best.ckpt`` it selects, when the data has labels and it is asked for."""
+    if cfg.train.monitor_every_n_epochs <= 0:  # the test split is not even loaded (held-out tuning relies on it)
+        return []
     monitor_sets = _monitor_sets(cfg, train, cfg.train.seed, unreadable)
-    if monitor_sets is None or cfg.train.monitor_every_n_epochs <= 0:
+    if monitor_sets is None:
         return []
     best = ModelCheckpoint(
         dirpath=paths.checkpoints,

@@ -1,0 +1,360 @@
+"""Equal-budget tuning on held-out training images (docs/study-v3-protocol.md).
+
+A tuning file (``fashion-mnist/study-v3-tuning``) names a study budget, each method's most sensitive settings
+(a range and a why each), the number of trials every method gets, the seeded draw and the selection rule. It is
+committed before any trial runs. From it:
+
+- :func:`trials_tree` is the benchmark config whose cells are the trials (``data_protocol: heldout``, the
+  ``heldout`` suite only), written beside the tuning file and run by ``probcl benchmark`` (resumable, several
+  workers, each finished trial published as it lands). Trials are listed trial 0 of every method, then trial 1
+  of every method, ...: stopped at any point, every method has had the same number of trials (+-1);
+- :func:`select` applies the rule to the published trials; :func:`selection_markdown` is the report table;
+- :func:`tuned_tree` is the study config with every method's winning settings (``extends`` the budget), which the
+  v3 study extends: the settings go from the results to the study by this code, never by hand.
+
+:func:`check_heldout_protocol` is what ``data_protocol: heldout`` enforces before any work: only the ``heldout``
+suite (training split only), no online monitor (it reads the test split), every cell's data a class filter without
+the ``never_load_classes``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+from probcl.config import AtLeast, ConfigError, OneOf, from_dict
+from probcl.core.io import read_json
+from probcl.data.specs import CLASS_FILTER, is_path_spec, parse_classes
+from probcl.tasks.benchmark_extends import preset_path, read_tree
+
+if TYPE_CHECKING:
+    from probcl.tasks.benchmark_grid import BenchmarkConfig
+
+HELDOUT_SUITES = ("heldout",)  # the suites that read the training split only
+SCALES = ("log", "linear", "log-complement")  # log-complement: log-uniform in 1 - x (EMA momenta near 1)
+TRIAL_SEPARATOR = "-t"  # a trial's method label: <method>-t<k>
+SIGNIFICANT_DIGITS = 3  # a drawn value is rounded to these, so that the configs read as written
+
+
+@dataclass
+class Parameter:
+    """One setting's range and why it is among the method's most sensitive."""
+
+    low: float
+    high: float
+    why: str
+    scale: Annotated[str, OneOf(SCALES)] = "log"
+
+    def value(self, u: float) -> float:
+        """The setting at quantile ``u`` in [0, 1) of its range, on its scale, rounded."""
+        if self.scale == "linear":
+            x = self.low + u * (self.high - self.low)
+        elif self.scale == "log":
+            x = math.exp(math.log(self.low) + u * (math.log(self.high) - math.log(self.low)))
+        else:  # log-uniform in 1 - x, from 1 - low down to 1 - high
+            x = 1.0 - math.exp(math.log(1.0 - self.low) + u * (math.log(1.0 - self.high) - math.log(1.0 - self.low)))
+        return float(f"{x:.{SIGNIFICANT_DIGITS}g}")
+
+
+@dataclass
+class TunedMethod:
+    """A method of the budget's grid that is tuned: its settings' ranges."""
+
+    space: dict[str, Parameter]
+
+
+@dataclass
+class Inherited:
+    """A budget cell that takes another method's winning settings untuned (e.g. a control of that method)."""
+
+    source: str  # the tuned method whose winner it takes
+    why: str
+
+
+@dataclass
+class Draw:
+    """How each method's trials are drawn: a Latin hypercube (each setting's range cut into ``trials`` equal
+    quantile strata, one trial per stratum, strata paired across settings at random), seeded."""
+
+    design: Annotated[str, OneOf(("latin-hypercube",))] = "latin-hypercube"
+    seed: int = 0
+
+
+@dataclass
+class Selection:
+    """The rule that picks each method's winner (written before any trial runs)."""
+
+    metric: str  # "suite/metric" of eval.json, higher is better; mean over the trial's seeds
+    ties: list[str] = field(default_factory=list)  # then these, in order; then the lowest trial number
+    rule: str = ""  # the rule in words, for the report
+
+
+@dataclass
+class TuningSpec:
+    """A tuning file (see the module docstring)."""
+
+    title: str  # the trials' report title
+    budget: str  # the study whose `overrides` and method entries every trial takes (e.g. fashion-mnist/study)
+    trials_file: str  # the generated benchmark config of the trials, beside this file
+    out: str  # the trials' benchmark folder (runs, checkpoints)
+    publish: str  # where each finished trial's small files are published (docs/results/...)
+    trials: Annotated[int, AtLeast(1)]  # trials per tuned method, the same for every one
+    selection: Selection  # the rule that picks each method's winner
+    methods: dict[str, TunedMethod]  # label (a method of the budget) -> its settings' ranges
+    never_load_classes: list[int] = field(default_factory=list)  # classes no trial may load (data_protocol heldout)
+    seeds: list[int] = field(default_factory=lambda: [0])  # seeds of every trial
+    draw: Draw = field(default_factory=Draw)  # how the trials are drawn
+    heldout: dict = field(default_factory=dict)  # the heldout suite's options
+    overrides: dict = field(default_factory=dict)  # on top of the budget's (e.g. another class split)
+    inherit: dict[str, Inherited] = field(default_factory=dict)  # budget cells that take a tuned method's winner
+    untuned: dict[str, str] = field(default_factory=dict)  # budget cells left as they are -> why
+    tuned_file: str | None = None  # the generated study config with the winners (beside this file)
+    description: str = ""  # printed at the top of the trials' report
+
+
+def load_tuning(path: str | Path) -> tuple[TuningSpec, Path]:
+    """The tuning file and its folder; every budget method named and its parameters valid, or one ConfigError."""
+    from probcl.core.presets import resolve_config_path
+
+    resolved = resolve_config_path(str(path))
+    assert resolved is not None
+    spec = from_dict(TuningSpec, read_tree(Path(resolved), "tuning file"), "tuning")
+    budget_methods = _budget(spec, Path(resolved).parent).methods
+    for label in [*spec.methods, *spec.inherit, *spec.untuned]:
+        if label not in budget_methods:
+            raise ConfigError(f"{resolved}: {label!r} is not a method of the budget {spec.budget}")
+    for label, inherited in spec.inherit.items():
+        if inherited.source not in spec.methods:
+            raise ConfigError(f"{resolved}: inherit.{label}.source {inherited.source!r} is not a tuned method")
+    for label, method in spec.methods.items():
+        if not method.space:
+            raise ConfigError(f"{resolved}: methods.{label}.space is empty")
+        for key, p in method.space.items():
+            bounded = p.scale != "log-complement" or p.high < 1.0
+            if not (p.low < p.high and (p.scale == "linear" or p.low > 0) and bounded and p.why.strip()):
+                raise ConfigError(
+                    f"{resolved}: methods.{label}.space.{key} needs low < high (> 0 on a log scale, < 1 on "
+                    "log-complement) and a why"
+                )
+    return spec, Path(resolved).parent
+
+
+def _budget(spec: TuningSpec, base_dir: Path) -> BenchmarkConfig:
+    from probcl.tasks.benchmark_grid import load_benchmark
+
+    return load_benchmark(preset_path(spec.budget, base_dir))[0]
+
+
+def latin_hypercube(n: int, dims: int, seed: str) -> list[list[float]]:
+    """``n`` points in [0, 1)^dims: in every dimension, exactly one point in each of the ``n`` strata
+    [i/n, (i+1)/n), uniform inside it; the strata are paired across dimensions by seeded permutations."""
+    rng = random.Random(seed)
+    columns = []
+    for _ in range(dims):
+        strata = list(range(n))
+        rng.shuffle(strata)
+        columns.append([(s + rng.random()) / n for s in strata])
+    return [[column[i] for column in columns] for i in range(n)]
+
+
+def draw_trials(spec: TuningSpec) -> dict[str, list[dict[str, float]]]:
+    """Each tuned method's trial settings (trial k = the k-th point), seeded by the draw seed and the label."""
+    drawn = {}
+    for label, method in spec.methods.items():
+        keys = list(method.space)
+        points = latin_hypercube(spec.trials, len(keys), f"{spec.draw.seed}:{label}")
+        drawn[label] = [{k: method.space[k].value(u) for k, u in zip(keys, point, strict=True)} for point in points]
+    return drawn
+
+
+def trial_label(method: str, k: int) -> str:
+    return f"{method}{TRIAL_SEPARATOR}{k}"
+
+
+def trials_tree(spec: TuningSpec, base_dir: Path) -> dict:
+    """The benchmark config whose cells are the trials (see the module docstring)."""
+    from probcl.tasks.benchmark_grid import method_spec
+
+    budget = _budget(spec, base_dir)
+    drawn = draw_trials(spec)
+    methods = {}
+    for k in range(spec.trials):
+        for label in spec.methods:
+            preset, overrides = method_spec(budget, label)
+            methods[trial_label(label, k)] = {"config": preset, "overrides": {**overrides, **drawn[label][k]}}
+    metric_titles = {spec.selection.metric: "selection metric", **{m: "tie-break" for m in spec.selection.ties}}
+    return {
+        "title": spec.title,
+        "description": spec.description,
+        "out": spec.out,
+        "publish": spec.publish,
+        "data_protocol": "heldout",
+        "never_load_classes": list(spec.never_load_classes),
+        "seeds": list(spec.seeds),
+        "suites": list(HELDOUT_SUITES),
+        "suite_options": {"heldout": dict(spec.heldout)} if spec.heldout else {},
+        "eval": {"batch_size": budget.eval.batch_size},
+        "headline": {f"{metric} ({why})": metric for metric, why in metric_titles.items()},
+        "overrides": {**budget.overrides, **spec.overrides, "train.monitor_every_n_epochs": 0},
+        "methods": methods,
+    }
+
+
+def check_heldout_protocol(bench: BenchmarkConfig, base_dir: Path, where: str) -> None:
+    """Refuse (one ConfigError) a ``data_protocol: heldout`` benchmark that could load a test image or a class of
+    ``never_load_classes``: a suite other than ``heldout``, an online monitor, a cell whose data is not a class
+    filter without those classes, an init from another run, claims, references or ensembles."""
+    from probcl.tasks.benchmark_grid import cell_config, grid
+
+    if set(bench.suites) - set(HELDOUT_SUITES):
+        raise ConfigError(
+            f"{where}: data_protocol heldout runs only the {', '.join(HELDOUT_SUITES)} suite (the others read the "
+            f"test split); remove {', '.join(s for s in bench.suites if s not in HELDOUT_SUITES)}"
+        )
+    if bench.reference or bench.ensemble or bench.seed_ensembles or bench.claims or bench.budgets:
+        raise ConfigError(
+            f"{where}: data_protocol heldout takes no reference, ensemble, seed_ensembles, claims or budgets"
+        )
+    never = set(bench.never_load_classes)
+    near_ood = (bench.suite_options.get("heldout") or {}).get("near_ood")
+    if near_ood is not None and (problem := _class_filter_problem(near_ood, never)):
+        raise ConfigError(f"{where}: suite_options.heldout.near_ood: {problem}")
+    for cell in grid(bench):
+        cfg = cell_config(bench, cell, Path(bench.out), base_dir)
+        if cfg.train.monitor_every_n_epochs != 0:
+            problem = "its online monitor reads the test split: set train.monitor_every_n_epochs 0"
+        elif cfg.init:
+            problem = "it starts from another run (init), which this protocol cannot vouch for"
+        else:
+            problem = _class_filter_problem(cfg.data.dataset, never)
+        if problem:
+            raise ConfigError(f"{where}: cell {cell.name}: {problem}")
+
+
+def _class_filter_problem(spec: str, never: set[int]) -> str | None:
+    """Why the dataset ``spec`` may load a class of ``never`` (None when it cannot)."""
+    if CLASS_FILTER not in spec or is_path_spec(spec):
+        return f"its data {spec!r} is not a class filter (NAME:classes=...)"
+    loaded = set(parse_classes(spec.partition(CLASS_FILTER)[2], spec)) & never
+    return f"its data {spec!r} loads class(es) {sorted(loaded)} of never_load_classes" if loaded else None
+
+
+# ----------------------------------------------------------------- selection
+def _metric(evaluation: dict, path: str) -> float | None:
+    suite, _, name = path.partition("/")
+    value = (evaluation.get(suite) or {}).get(name)
+    return None if value is None else float(value)
+
+
+@dataclass
+class Trial:
+    """One trial's settings and, per seed, its selection metric and tie-breaks (None: not finished)."""
+
+    method: str
+    index: int
+    settings: dict[str, float]
+    scores: dict[int, list[float] | None]  # seed -> [metric, *ties]; [-inf, ...] for a diverged run
+
+    @property
+    def complete(self) -> bool:
+        return all(v is not None for v in self.scores.values())
+
+    @property
+    def means(self) -> list[float]:
+        rows = [v for v in self.scores.values() if v is not None]
+        return [sum(col) / len(col) for col in zip(*rows, strict=True)] if rows else []
+
+
+@dataclass
+class MethodSelection:
+    """A method's trials and, once every one has finished, its winner."""
+
+    method: str
+    trials: list[Trial]
+
+    @property
+    def complete(self) -> bool:
+        return all(t.complete for t in self.trials)
+
+    @property
+    def winner(self) -> Trial | None:
+        """The rule: highest mean metric, then each tie-break's mean, then the lowest trial number."""
+        if not self.complete:
+            return None
+        return max(self.trials, key=lambda t: (*t.means, -t.index))
+
+
+def select(spec: TuningSpec, published: Path) -> list[MethodSelection]:
+    """Every tuned method's trials as published under ``published/cells`` (cell.json and eval.json), and the
+    winner of each method whose trials have all finished."""
+    drawn = draw_trials(spec)
+    metrics = [spec.selection.metric, *spec.selection.ties]
+    selections = []
+    for label in spec.methods:
+        trials = []
+        for k, settings in enumerate(drawn[label]):
+            scores: dict[int, list[float] | None] = {}
+            for seed in spec.seeds:
+                cell = published / "cells" / f"{trial_label(label, k)}-s{seed}"
+                record, evaluation = read_json(cell / "cell.json"), read_json(cell / "eval.json", {})
+                if record is not None and record.get("error") and not record.get("retry"):
+                    scores[seed] = [-math.inf] * len(metrics)  # diverged: the trial loses
+                    continue
+                values = [_metric(evaluation, m) for m in metrics]
+                scores[seed] = None if record is None or None in values else [v for v in values if v is not None]
+            trials.append(Trial(label, k, settings, scores))
+        selections.append(MethodSelection(label, trials))
+    return selections
+
+
+def selection_markdown(spec: TuningSpec, selections: list[MethodSelection]) -> str:
+    """Per method: every trial's settings and held-out scores, and the winner (or how many trials are left)."""
+    metrics = [spec.selection.metric, *spec.selection.ties]
+    lines = [f"Rule: {spec.selection.rule.strip()}", ""]
+    for s in selections:
+        done = sum(t.complete for t in s.trials)
+        winner = s.winner
+        lines += [
+            f"### {s.method}",
+            "",
+            f"{done} of {len(s.trials)} trials finished"
+            + (f"; winner: trial {winner.index}" if winner else "; no winner until every trial has finished"),
+            "",
+            "| trial | " + " | ".join(s.trials[0].settings) + " | " + " | ".join(metrics) + " |",
+            "| ---: | " + " | ".join("---:" for _ in [*s.trials[0].settings, *metrics]) + " |",
+        ]
+        for t in s.trials:
+            scores = [f"{v:.2f}" for v in t.means] if t.complete else ["-"] * len(metrics)
+            mark = " **(winner)**" if winner is t else ""
+            lines.append(
+                f"| {t.index}{mark} | "
+                + " | ".join(f"{v:g}" for v in t.settings.values())
+                + " | "
+                + " | ".join(scores)
+                + " |"
+            )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def tuned_tree(spec: TuningSpec, selections: list[MethodSelection]) -> dict:
+    """The budget study with every tuned method's winning settings, and each inherited cell's source's
+    (``extends`` the budget); one ConfigError while a method's trials are unfinished."""
+    unfinished = [s.method for s in selections if not s.complete]
+    if unfinished:
+        raise ConfigError(
+            f"tuning is not finished for {', '.join(unfinished)}: run the trials to the end "
+            f"(probcl benchmark --config {spec.trials_file}) before writing the tuned settings"
+        )
+    winners: dict[str, dict[str, Any]] = {}
+    for s in selections:
+        assert s.winner is not None
+        winners[s.method] = dict(s.winner.settings)
+    methods: dict[str, Any] = {label: {"overrides": settings} for label, settings in winners.items()}
+    methods.update({label: {"overrides": dict(winners[i.source])} for label, i in spec.inherit.items()})
+    # its own run folder and no publish folder: run by mistake, it cannot overwrite the budget study's published cells
+    own = Path(spec.tuned_file or "tuned").stem
+    return {"extends": spec.budget, "out": f"runs/{own}", "publish": None, "methods": methods}
