@@ -25,6 +25,13 @@ def run(*args: str | Path, cwd: Path, timeout: float = 300) -> str:
     return done.stdout
 
 
+def holds_the_checkouts_probcl(path: Path) -> bool:
+    """Whether ``path`` on sys.path would import probcl from the checkout (the checkout itself); a virtual
+    environment that lives inside the checkout (``.venv``) holds torch & co., not probcl's sources."""
+    package = path / "probcl" / "__init__.py"
+    return package.is_file() and package.resolve().is_relative_to(CHECKOUT)
+
+
 def venv_seeing_this_pythons_packages(venv: Path, cwd: Path) -> None:
     """Make a virtual environment at ``venv`` that sees the packages of the Python running the tests, wherever
     they are: a system Python's site-packages, a virtual environment's, a user's site. (``--system-site-packages``
@@ -36,7 +43,7 @@ def venv_seeing_this_pythons_packages(venv: Path, cwd: Path) -> None:
     outer = json.loads(run(sys.executable, "-c", fresh, cwd=cwd))
     inner = venv / "bin" / "python"
     site_packages = Path(run(inner, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=cwd).strip())
-    seen = [p for p in outer if p and Path(p).is_dir() and not Path(p).resolve().is_relative_to(CHECKOUT)]
+    seen = [p for p in outer if p and Path(p).is_dir() and not holds_the_checkouts_probcl(Path(p))]
     (site_packages / "outer-packages.pth").write_text("\n".join(seen) + "\n")  # appended after its own
 
 
