@@ -50,8 +50,8 @@ from probcl.config import parse_override_value, to_plain
 from probcl.core.io import atomic_write_json, read_json
 from probcl.core.layout import RunPaths
 from probcl.core.metrics_file import read_rows
-from probcl.tasks.benchmark_grid import Cell, cell_config, load_benchmark
-from probcl.tasks.benchmark_results import hardware
+from probcl.tasks.benchmark.grid import Cell, cell_config, load_benchmark
+from probcl.tasks.benchmark.results import hardware
 
 BENCHMARK = "fashion-mnist/benchmark"
 # The "before" settings: the presets' bank settings before the Appendix D optimiser (commit 62c6838^1,

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from probcl.config import ALIASES, Bound, Config
-from probcl.tasks.benchmark_grid import BenchmarkConfig, BenchmarkEval
+from probcl.tasks.benchmark.grid import BenchmarkConfig, BenchmarkEval
 from probcl.tasks.evaluate import EvaluateSettings
 from probcl.tasks.sample import SampleOptions
 from probcl.tasks.score import ScoreOptions

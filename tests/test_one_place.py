@@ -19,7 +19,7 @@ def test_every_model_runner_defaults_to_the_one_inference_batch():
     from probcl.methods.base import SSLMethod
     from probcl.methods.capabilities import HasUncertainty
     from probcl.models.inference import Inference
-    from probcl.tasks.benchmark_grid import BenchmarkEval
+    from probcl.tasks.benchmark.grid import BenchmarkEval
     from probcl.tasks.evaluate import EvaluateSettings
     from probcl.tasks.score.options import ScoreOptions
 

@@ -19,9 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from probcl.tasks.benchmark import run_benchmark
-    from probcl.tasks.benchmark_grid import load_benchmark
-    from probcl.tasks.benchmark_results import rebuild_report
+    from probcl.tasks.benchmark.grid import load_benchmark
+    from probcl.tasks.benchmark.results import rebuild_report
+    from probcl.tasks.benchmark.run import run_benchmark
 
     bench, base_dir = load_benchmark(args.config)
     if args.report_only:

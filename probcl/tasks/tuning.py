@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 from probcl.config import AtLeast, ConfigError, OneOf, from_dict
 from probcl.core.io import read_json
 from probcl.data.specs import CLASS_FILTER, is_path_spec, parse_classes
-from probcl.tasks.benchmark_extends import preset_path, read_tree
+from probcl.tasks.benchmark.extends import preset_path, read_tree
 
 if TYPE_CHECKING:
-    from probcl.tasks.benchmark_grid import BenchmarkConfig
+    from probcl.tasks.benchmark.grid import BenchmarkConfig
 
 HELDOUT_SUITES = ("heldout",)  # the suites that read the training split only
 SCALES = ("log", "linear", "log-complement")  # log-complement: log-uniform in 1 - x (EMA momenta near 1)
@@ -143,7 +143,7 @@ def load_tuning(path: str | Path) -> tuple[TuningSpec, Path]:
 
 
 def _budget(spec: TuningSpec, base_dir: Path) -> BenchmarkConfig:
-    from probcl.tasks.benchmark_grid import load_benchmark
+    from probcl.tasks.benchmark.grid import load_benchmark
 
     return load_benchmark(preset_path(spec.budget, base_dir))[0]
 
@@ -176,7 +176,7 @@ def trial_label(method: str, k: int) -> str:
 
 def trials_tree(spec: TuningSpec, base_dir: Path) -> dict:
     """The benchmark config whose cells are the trials (see the module docstring)."""
-    from probcl.tasks.benchmark_grid import method_spec
+    from probcl.tasks.benchmark.grid import method_spec
 
     budget = _budget(spec, base_dir)
     drawn = draw_trials(spec)
@@ -207,7 +207,7 @@ def check_heldout_protocol(bench: BenchmarkConfig, base_dir: Path, where: str) -
     """Refuse (one ConfigError) a ``data_protocol: heldout`` benchmark that could load a test image or a class of
     ``never_load_classes``: a suite other than ``heldout``, an online monitor, a cell whose data is not a class
     filter without those classes, an init from another run, claims, references or ensembles."""
-    from probcl.tasks.benchmark_grid import cell_config, grid
+    from probcl.tasks.benchmark.grid import cell_config, grid
 
     if set(bench.suites) - set(HELDOUT_SUITES):
         raise ConfigError(

@@ -99,7 +99,7 @@ def test_summary_block_shows_the_controls_table_with_headline_names():
 def test_bad_controls_fail_with_one_clear_error(tmp_path, controls, message):
     import yaml
 
-    from probcl.tasks.benchmark_grid import load_benchmark
+    from probcl.tasks.benchmark.grid import load_benchmark
 
     path = tmp_path / "bench.yaml"
     spec = {"methods": {"simclr": "fashion-mnist/simclr", "ctl": "fashion-mnist/simclr"}, "controls": controls}

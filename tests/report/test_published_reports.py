@@ -9,7 +9,7 @@ import pytest
 
 import probcl.report.lipschitz
 import probcl.report.plots
-from probcl.tasks.benchmark_results import published_report
+from probcl.tasks.benchmark.results import published_report
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = sorted(

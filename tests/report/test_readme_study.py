@@ -140,8 +140,8 @@ rest
 
 
 def test_budgets_are_read_from_each_config_and_the_reported_results_stand_for_their_own(tmp_path):
-    from probcl.tasks.benchmark_budgets import load_budgets
-    from probcl.tasks.benchmark_grid import load_benchmark
+    from probcl.tasks.benchmark.budgets import load_budgets
+    from probcl.tasks.benchmark.grid import load_benchmark
 
     budgets = {"short": str(tmp_path / "short.yaml"), "later": str(tmp_path / "later.yaml")}
     short = _study(tmp_path / "short.yaml", FIXTURES / "short", budgets=budgets)

@@ -12,8 +12,8 @@ from probcl.core.io import read_json
 from probcl.core.presets import resolve_config_path
 from probcl.eval.ood_scores.per_image import load_scores
 from probcl.report.claims import evaluate_claims
-from probcl.tasks.benchmark import run_benchmark
-from probcl.tasks.benchmark_grid import Cell, cell_config, grid, load_benchmark
+from probcl.tasks.benchmark.grid import Cell, cell_config, grid, load_benchmark
+from probcl.tasks.benchmark.run import run_benchmark
 
 # the study's claims, as data (a benchmark config carries its claims)
 STUDY_CLAIMS = yaml.safe_load(resolve_config_path("fashion-mnist/study").read_text())["claims"]
@@ -349,7 +349,7 @@ def test_a_seed_ensemble_forms_when_the_last_seed_lands_and_training_metrics_ent
     from sklearn.metrics import roc_auc_score
 
     from probcl.eval.ood import PROBE_OUTPUTS
-    from probcl.tasks.benchmark_results import collect
+    from probcl.tasks.benchmark.results import collect
 
     bench_file = write(
         tmp_path / "b.yaml",

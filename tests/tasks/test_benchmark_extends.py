@@ -1,4 +1,4 @@
-"""``extends``: a benchmark config as another one plus changes (probcl.tasks.benchmark_extends)."""
+"""``extends``: a benchmark config as another one plus changes (probcl.tasks.benchmark.extends)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from probcl.config import ConfigError, dotted
-from probcl.tasks.benchmark_extends import deep_merge
-from probcl.tasks.benchmark_grid import cell_config, grid, load_benchmark
+from probcl.tasks.benchmark.extends import deep_merge
+from probcl.tasks.benchmark.grid import cell_config, grid, load_benchmark
 
 BASE = {
     "title": "base",

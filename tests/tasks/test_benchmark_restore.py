@@ -11,9 +11,9 @@ import torch
 
 import probcl
 from probcl.core.io import read_json
-from probcl.tasks.benchmark import run_benchmark
-from probcl.tasks.benchmark_grid import load_benchmark
-from probcl.tasks.benchmark_results import RESTORED_FILE
+from probcl.tasks.benchmark.grid import load_benchmark
+from probcl.tasks.benchmark.results import RESTORED_FILE
+from probcl.tasks.benchmark.run import run_benchmark
 from tests.tasks.test_benchmark import TINY, write
 
 

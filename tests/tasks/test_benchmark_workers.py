@@ -15,8 +15,8 @@ from pathlib import Path
 from test_benchmark import TINY, write
 
 from probcl.core.io import read_json
-from probcl.tasks.benchmark import CLAIM_FILE, run_benchmark
-from probcl.tasks.benchmark_grid import load_benchmark
+from probcl.tasks.benchmark.grid import load_benchmark
+from probcl.tasks.benchmark.run import CLAIM_FILE, run_benchmark
 
 
 def _bench(tmp_path: Path, suites: list[str], seeds: list[int] | None = None) -> str:

@@ -18,7 +18,7 @@ import yaml
 from probcl.config import ConfigError
 from probcl.core.presets import resolve_config_path
 from probcl.eval.heldout import heldout_indices
-from probcl.tasks.benchmark_grid import grid, load_benchmark
+from probcl.tasks.benchmark.grid import grid, load_benchmark
 from probcl.tasks.tuning import (
     Parameter,
     draw_trials,
@@ -202,7 +202,7 @@ def test_a_tuning_run_opens_no_test_file_loads_no_held_out_class_and_selects_by_
     import probcl.data.builtin as builtin
     import probcl.data.loaders as loaders
     from probcl.core.io import read_json
-    from probcl.tasks.benchmark import run_benchmark
+    from probcl.tasks.benchmark.run import run_benchmark
 
     opened: list[str] = []
     kept: list[int] = []
@@ -292,13 +292,13 @@ def v3_with_tuned_settings(tmp_path: Path) -> tuple[Path, dict[str, dict]]:
 
 def cell_settings(bench, base_dir, cell) -> dict:
     from probcl.config import to_plain
-    from probcl.tasks.benchmark_grid import cell_config
+    from probcl.tasks.benchmark.grid import cell_config
 
     return to_plain(cell_config(bench, cell, Path("runs"), base_dir).to_dict())
 
 
 def test_v3_studies_take_the_tuning_winners_six_seeds_and_a_second_split(tmp_path):
-    from probcl.tasks.benchmark_grid import Cell, method_seeds
+    from probcl.tasks.benchmark.grid import Cell, method_seeds
 
     folder, winners = v3_with_tuned_settings(tmp_path)
     six, three = [0, 1, 2, 3, 4, 5], [0, 1, 2]
@@ -345,7 +345,7 @@ def test_v3_studies_take_the_tuning_winners_six_seeds_and_a_second_split(tmp_pat
 
 
 def test_extends_null_removes_a_base_key_but_sets_a_value_under_overrides():
-    from probcl.tasks.benchmark_extends import deep_merge
+    from probcl.tasks.benchmark.extends import deep_merge
 
     base = {"budgets": {"a": "x"}, "suite_options": {"ood": {"k": 1}, "lipschitz": {"k": 2}}, "overrides": {"m": 1}}
     top = {"budgets": None, "suite_options": {"lipschitz": None}, "overrides": {"m": None}}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from probcl.core.io import read_json
 from probcl.report.budgets import Budget
-from probcl.tasks.benchmark_grid import BenchmarkConfig, grid, load_benchmark
+from probcl.tasks.benchmark.grid import BenchmarkConfig, grid, load_benchmark
 
 
 def results_folder(bench: BenchmarkConfig) -> str:

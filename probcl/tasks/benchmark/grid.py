@@ -4,7 +4,7 @@ its cells in the order they run, and each cell's pretraining config.
 A cell's config is the base preset, then the method's preset (its ``method``/``method_args`` win),
 then the benchmark's ``overrides`` (the shared budget), then the method's own overrides, then the
 cell's seed, batch size and run directory ``OUT/cells/<method>-s<seed>[-b<batch>]``. A benchmark file may
-``extends`` another one (:mod:`probcl.tasks.benchmark_extends`).
+``extends`` another one (:mod:`probcl.tasks.benchmark.extends`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, Config, ConfigError, OneOf, from_dict
 from probcl.report.claims import parse_claims
 from probcl.report.controls import Control, check_controls
-from probcl.tasks.benchmark_extends import preset_path, read_tree, resolve_extends
+from probcl.tasks.benchmark.extends import preset_path, read_tree, resolve_extends
 
 DEFAULT_HEADLINE = {
     "linear top-1 %": "linear/top1",
@@ -109,7 +109,7 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
     resolved = resolve_config_path(str(path))
     assert resolved is not None  # a name was given
     path = resolved
-    tree = resolve_extends(read_tree(path, "benchmark file"), Path(path))  # `extends`: benchmark_extends
+    tree = resolve_extends(read_tree(path, "benchmark file"), Path(path))  # `extends`: .extends
     bench = from_dict(BenchmarkConfig, tree, "benchmark")
     if not bench.methods:
         raise ConfigError(f"{path}: `methods` is empty; give at least one `label: preset` entry")

@@ -1,8 +1,8 @@
 """`probcl benchmark`: a grid of pretraining runs (methods x seeds [x batch sizes]) under one budget,
 each evaluated with the same suites, summarised in ``results.json``, ``report.md`` and ``report.html``.
 
-The grid and each cell's config are :mod:`probcl.tasks.benchmark_grid`; results, reports and the
-``publish`` mirror are :mod:`probcl.tasks.benchmark_results`. This module runs the cells. They are
+The grid and each cell's config are :mod:`probcl.tasks.benchmark.grid`; results, reports and the
+``publish`` mirror are :mod:`probcl.tasks.benchmark.results`. This module runs the cells. They are
 resumable: a trained cell (``cell.json`` with the same config) is not retrained, and suites already in
 its ``eval.json`` are not re-run.
 
@@ -29,7 +29,7 @@ from probcl.core.layout import RunPaths
 from probcl.core.run_lock import RunLock
 from probcl.errors import RunError, RunInUseError
 from probcl.runtime.precision import resolve_precision
-from probcl.tasks.benchmark_grid import (
+from probcl.tasks.benchmark.grid import (
     BenchmarkConfig,
     Cell,
     cell_config,
@@ -38,7 +38,7 @@ from probcl.tasks.benchmark_grid import (
     method_seeds,
     method_suites,
 )
-from probcl.tasks.benchmark_results import CELL_FILE, RESTORED_FILE, provenance, rebuild_report, restore_published
+from probcl.tasks.benchmark.results import CELL_FILE, RESTORED_FILE, provenance, rebuild_report, restore_published
 
 ERROR_FILE = "error.log"  # the traceback of a cell that failed unexpectedly
 CLAIM_FILE = ".claim"  # a benchmark worker's hold on a cell while it trains or evaluates it

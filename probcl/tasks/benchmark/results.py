@@ -29,7 +29,7 @@ from probcl.core.run_lock import RunLock
 from probcl.eval.ood import PROBE_OUTPUTS
 from probcl.eval.ood_scores.per_image import OOD_SCORES_FILE
 from probcl.report.document import Document
-from probcl.tasks.benchmark_grid import BenchmarkConfig, Cell, grid, init_source, method_seeds, method_suites
+from probcl.tasks.benchmark.grid import BenchmarkConfig, Cell, grid, init_source, method_seeds, method_suites
 
 CELL_FILE = "cell.json"  # a cell's training record: its config, time, provenance, and error if it failed
 RESTORED_FILE = "restored.json"  # marks a working copy of a published cell (never published itself)
@@ -259,7 +259,7 @@ def rebuild_report(bench: BenchmarkConfig, out: str | Path | None = None, log: C
 
 def _rebuild_report(bench: BenchmarkConfig, root: Path, log: Callable[[str], None]) -> Path:
     from probcl.report.benchmark_report import write_report
-    from probcl.tasks.benchmark_budgets import load_budgets
+    from probcl.tasks.benchmark.budgets import load_budgets
 
     cells = [c for c in grid(bench) if (root / "cells" / c.name / CELL_FILE).exists()]
     if not cells:
@@ -288,7 +288,7 @@ def published_report(folder: Path, root: Path = Path(".")) -> Document:
     that file alone with the config it carries (other budgets' results read under ``root``): what the folder's
     report.md must say. Figures are drawn under ``folder/plots``."""
     from probcl.report.benchmark_report import report_document
-    from probcl.tasks.benchmark_budgets import load_budgets
+    from probcl.tasks.benchmark.budgets import load_budgets
 
     results = read_json(folder / "results.json")
     if results is None:
