@@ -14,7 +14,7 @@ from probcl.core.io import read_json
 from probcl.tasks.benchmark.grid import load_benchmark
 from probcl.tasks.benchmark.results import RESTORED_FILE
 from probcl.tasks.benchmark.run import run_benchmark
-from tests.tasks.test_benchmark import TINY, write
+from tests.tasks.benchmark.test_run import TINY, write
 
 
 def git(repo, *args: str) -> str:

@@ -12,11 +12,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from test_benchmark import TINY, write
-
 from probcl.core.io import read_json
 from probcl.tasks.benchmark.grid import load_benchmark
 from probcl.tasks.benchmark.run import CLAIM_FILE, run_benchmark
+from tests.tasks.benchmark.test_run import TINY, write
 
 
 def _bench(tmp_path: Path, suites: list[str], seeds: list[int] | None = None) -> str:
