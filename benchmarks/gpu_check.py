@@ -30,7 +30,6 @@ from contextlib import redirect_stderr
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from common import optimiser_step
 from lightning.pytorch.callbacks import Callback
@@ -50,21 +49,6 @@ TINY = {  # --tiny: the same code path in seconds on a CPU
     "fashion-mnist/simclr": {"train.batch_size": 32, "model.width": 4},
     "cifar10/simclr-gpu": {"train.batch_size": 8},
 }
-
-
-def synthetic_dataset(folder: Path, size: int, channels: int, images: int, seed: int = 0) -> Path:
-    """Random uint8 images of the preset's shape with 10 labels, and a small test split, as an ``npz:`` file."""
-    rng = np.random.default_rng(seed)
-    shape = (size, size) if channels == 1 else (size, size, channels)
-    path = folder / f"synthetic-{size}px-{channels}ch-{images}.npz"
-    np.savez(
-        path,
-        x=rng.integers(0, 256, (images, *shape), dtype=np.uint8),
-        y=rng.integers(0, 10, images),
-        x_test=rng.integers(0, 256, (min(images, 2000), *shape), dtype=np.uint8),
-        y_test=rng.integers(0, 10, min(images, 2000)),
-    )
-    return path
 
 
 class SteadyStateClock(Callback):
@@ -250,7 +234,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for config in args.presets.split(","):
             size, channels, count = PRESETS[config]
-            data = synthetic_dataset(Path(tmp), size, channels, 256 if args.tiny else count)
+            images = 256 if args.tiny else count
+            name = f"synthetic-{size}px-{channels}ch-{images}.npz"
+            data = synthetic_npz(Path(tmp) / name, images, size, channels, test_images=min(images, 2000))
             preset = check_preset(config, data, device, args)
             result["presets"][config] = preset
             name = config.replace("/", "-")

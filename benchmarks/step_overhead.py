@@ -37,15 +37,17 @@ from probcl.tasks.pretrain import pretrain
 TARGET_MS = 2.0
 
 
-def synthetic_npz(path: Path, images: int, size: int, seed: int = 0) -> Path:
-    """Random uint8 grayscale images with 10 random labels, and a test split, as an ``npz:`` dataset."""
+def synthetic_npz(path: Path, images: int, size: int, channels: int = 1, test_images: int = 256, seed: int = 0) -> Path:
+    """Random uint8 images (grayscale, or ``channels`` = 3 colour) with 10 random labels and a test split of
+    ``test_images``, as an ``npz:`` dataset: what a speed measurement needs, nothing to download."""
     rng = np.random.default_rng(seed)
+    shape = (size, size) if channels == 1 else (size, size, channels)
     np.savez(
         path,
-        x=rng.integers(0, 256, (images, size, size), dtype=np.uint8),
+        x=rng.integers(0, 256, (images, *shape), dtype=np.uint8),
         y=rng.integers(0, 10, images),
-        x_test=rng.integers(0, 256, (256, size, size), dtype=np.uint8),
-        y_test=rng.integers(0, 10, 256),
+        x_test=rng.integers(0, 256, (test_images, *shape), dtype=np.uint8),
+        y_test=rng.integers(0, 10, test_images),
     )
     return path
 
