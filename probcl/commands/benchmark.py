@@ -16,6 +16,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only rebuild results.json and the reports from the cells already there",
     )
+    p.add_argument(
+        "--no-report",
+        action="store_true",
+        help="train and evaluate only; write (and publish) no report: for many workers sharing one folder, "
+        "followed by one run with --report-only",
+    )
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -27,5 +33,5 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.report_only:
         rebuild_report(bench, args.out)
     else:
-        run_benchmark(bench, base_dir, args.out)
+        run_benchmark(bench, base_dir, args.out, report=not args.no_report)
     return 0

@@ -257,6 +257,7 @@ class Trial:
     index: int
     settings: dict[str, float]
     scores: dict[int, list[float] | None]  # seed -> [metric, *ties]; [-inf, ...] for a diverged run
+    hardware: dict[int, str] = field(default_factory=dict)  # seed -> where it ran (GPU name, else "CPU")
 
     @property
     def complete(self) -> bool:
@@ -287,6 +288,11 @@ class MethodSelection:
         return max(self.trials, key=lambda t: (*t.means, -t.index))
 
 
+def ran_on(record: dict) -> str:
+    """Where a cell ran, from its cell.json's provenance: the GPU's name, else "CPU"."""
+    return (record.get("provenance") or {}).get("gpu") or "CPU"
+
+
 def select(spec: TuningSpec, published: Path) -> list[MethodSelection]:
     """Every tuned method's trials as published under ``published/cells`` (cell.json and eval.json), and the
     winner of each method whose trials have all finished."""
@@ -297,15 +303,18 @@ def select(spec: TuningSpec, published: Path) -> list[MethodSelection]:
         trials = []
         for k, settings in enumerate(drawn[label]):
             scores: dict[int, list[float] | None] = {}
+            hardware: dict[int, str] = {}
             for seed in spec.seeds:
                 cell = published / "cells" / f"{trial_label(label, k)}-s{seed}"
                 record, evaluation = read_json(cell / "cell.json"), read_json(cell / "eval.json", {})
+                if record is not None:
+                    hardware[seed] = ran_on(record)
                 if record is not None and record.get("error") and not record.get("retry"):
                     scores[seed] = [-math.inf] * len(metrics)  # diverged: the trial loses
                     continue
                 values = [_metric(evaluation, m) for m in metrics]
                 scores[seed] = None if record is None or None in values else [v for v in values if v is not None]
-            trials.append(Trial(label, k, settings, scores))
+            trials.append(Trial(label, k, settings, scores, hardware))
         selections.append(MethodSelection(label, trials))
     return selections
 
@@ -323,8 +332,8 @@ def selection_markdown(spec: TuningSpec, selections: list[MethodSelection]) -> s
             f"{done} of {len(s.trials)} trials finished"
             + (f"; winner: trial {winner.index}" if winner else "; no winner until every trial has finished"),
             "",
-            "| trial | " + " | ".join(s.trials[0].settings) + " | " + " | ".join(metrics) + " |",
-            "| ---: | " + " | ".join("---:" for _ in [*s.trials[0].settings, *metrics]) + " |",
+            "| trial | " + " | ".join(s.trials[0].settings) + " | " + " | ".join(metrics) + " | ran on |",
+            "| ---: | " + " | ".join("---:" for _ in [*s.trials[0].settings, *metrics]) + " | --- |",
         ]
         for t in s.trials:
             scores = [f"{v:.2f}" for v in t.means] if t.complete else ["-"] * len(metrics)
@@ -334,9 +343,48 @@ def selection_markdown(spec: TuningSpec, selections: list[MethodSelection]) -> s
                 + " | ".join(f"{v:g}" for v in t.settings.values())
                 + " | "
                 + " | ".join(scores)
-                + " |"
+                + f" | {', '.join(sorted(set(t.hardware.values()))) or '-'} |"
             )
         lines.append("")
+    return "\n".join(lines)
+
+
+def hardware_check(spec: TuningSpec, selections: list[MethodSelection], other: Path) -> str:
+    """The trials that finished both here and in ``other`` (the same trial and seed on other hardware): each
+    paired difference of the selection metric, and their mean with a 95 % t interval (markdown)."""
+    from scipy import stats
+
+    others = {(s.method, t.index): t for s in select(spec, other) for t in s.trials if t.complete}
+    rows = []
+    for s in selections:
+        for t in s.trials:
+            twin = others.get((s.method, t.index))
+            if t.complete and twin is not None:
+                rows.append((s.method, t.index, t.means[0], twin.means[0], t.hardware, twin.hardware))
+    if not rows:
+        return ""
+    metric = spec.selection.metric
+    lines = [
+        f"## Hardware check: trials run twice ({other})",
+        "",
+        f"The same trial and seed here and there; the two runs draw different random streams, so the difference is "
+        f"seed noise plus any effect of the hardware. Metric: {metric}.",
+        "",
+        "| method | trial | here | there | here - there |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    diffs = [a - b for _, _, a, b, _, _ in rows]
+    for method, index, a, b, _, _ in rows:
+        lines.append(f"| {method} | {index} | {a:.2f} | {b:.2f} | {a - b:+.2f} |")
+    mean = sum(diffs) / len(diffs)
+    if len(diffs) > 1:
+        sd = stats.tstd(diffs)
+        half = stats.t.ppf(0.975, len(diffs) - 1) * sd / len(diffs) ** 0.5
+        interval = f"[{mean - half:+.2f}, {mean + half:+.2f}]"
+        lines += ["", f"Mean difference {mean:+.2f} {interval} (95 % t, n = {len(diffs)}), s.d. {sd:.2f}."]
+    here = sorted({h for *_, hw, _ in rows for h in hw.values()})
+    there = sorted({h for *_, hw in rows for h in hw.values()})
+    lines += ["", f"Here: {', '.join(here)}; there: {', '.join(there)}.", ""]
     return "\n".join(lines)
 
 

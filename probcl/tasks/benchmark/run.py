@@ -186,11 +186,16 @@ def evaluate_ready(
 
 
 def run_benchmark(
-    bench: BenchmarkConfig, base_dir: Path, out: str | Path | None = None, log: Callable[[str], None] = print
+    bench: BenchmarkConfig,
+    base_dir: Path,
+    out: str | Path | None = None,
+    log: Callable[[str], None] = print,
+    report: bool = True,
 ) -> Path:
     """Train and evaluate every cell (skipping finished work), seed by seed; after each cell that trained or
     was evaluated, write results.json and the reports (and mirror them into ``publish``); a run with nothing
-    left to do writes them once.
+    left to do writes them once. With ``report=False`` no report is written (nor anything published): many
+    workers leave that to one ``--report-only`` run at the end instead of queueing for the report's lock.
 
     Several processes (on one machine, or on several sharing the output folder) may run the same benchmark:
     each claims a cell before it trains or evaluates it and moves on past the cells others hold, and the
@@ -219,11 +224,12 @@ def run_benchmark(
             status = f"{record.get('seconds_per_epoch', '-')} s/epoch"
         log(f"[{i}/{len(cells)}] {'trained' if changed else 'done'} {cell.name}: {status}")
         changed = evaluate_ready(bench, root, cells[:i], log) or changed
-        if changed:  # rebuilding costs ~1 min with the study's plots: not for every finished cell on a resume
+        # rebuilding costs ~1 min with the study's plots: not for every finished cell on a resume
+        if changed and report:
             rebuild_report(bench, root, log)
             reported = True
     # what other workers' cells made ready meanwhile (a cell another worker is evaluating is waited for)
-    if evaluate_ready(bench, root, cells, log, wait=True) or not reported:
+    if (evaluate_ready(bench, root, cells, log, wait=True) or not reported) and report:
         rebuild_report(bench, root, log)
     retry = [c.name for c in cells if (read_json(root / "cells" / c.name / CELL_FILE) or {}).get("retry")]
     if retry:
