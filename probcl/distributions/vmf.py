@@ -24,6 +24,11 @@ from torch.distributions.utils import lazy_property
 from probcl.distributions.bessel import bessel_iv_ratio, log_bessel_iv
 
 _MAX_REJECTION_ROUNDS = 1000
+# proposals drawn per element in one round: Wood's sampler accepts at least ~0.68 of its proposals (measured for
+# n 3-1024, kappa 0.01-1e4), so one element is still pending after a round of 8 with probability < 2e-4 and the
+# round's `pending.any()` check, the sampler's only read of the device, runs about once per call (it ran once per
+# single-proposal round, ~4 times per call at a batch of 256)
+_PROPOSALS_PER_ROUND = 8
 
 
 def log_normalizer(dim: int, concentration: torch.Tensor) -> torch.Tensor:
@@ -152,15 +157,17 @@ def _wood_sample(kappa: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Ten
     one_minus_w = torch.empty_like(kappa)
     pending = torch.ones_like(kappa, dtype=torch.bool)
     for _ in range(_MAX_REJECTION_ROUNDS):
-        eps = beta.sample()
+        eps = beta.sample((_PROPOSALS_PER_ROUND,))  # (K, ...): K i.i.d. proposals per element
         denom = 1.0 - (1.0 - b) * eps
         w_prop = (1.0 - (1.0 + b) * eps) / denom
         omw_prop = 2.0 * b * eps / denom
-        log_u = torch.log(torch.rand_like(kappa))
-        accept = pending & (kappa * (w_prop - x0) + m * torch.log((1.0 - x0 * w_prop) / (1.0 - x0 * x0)) >= log_u)
-        w = torch.where(accept, w_prop, w)
-        one_minus_w = torch.where(accept, omw_prop, one_minus_w)
-        pending = pending & ~accept
+        log_u = torch.log(torch.rand_like(eps))
+        accept = kappa * (w_prop - x0) + m * torch.log((1.0 - x0 * w_prop) / (1.0 - x0 * x0)) >= log_u
+        first = accept.to(torch.uint8).argmax(dim=0, keepdim=True)  # the first accepted proposal of each element
+        take = pending & accept.any(dim=0)
+        w = torch.where(take, w_prop.gather(0, first).squeeze(0), w)
+        one_minus_w = torch.where(take, omw_prop.gather(0, first).squeeze(0), one_minus_w)
+        pending = pending & ~take
         if not pending.any():
             return w, one_minus_w
     raise RuntimeError(f"vMF rejection sampler did not finish in {_MAX_REJECTION_ROUNDS} rounds (dim={dim})")

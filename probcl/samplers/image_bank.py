@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from probcl.runtime.distributed import gather_no_grad
-from probcl.samplers.feature_space import Schedule, fill_in_order_, langevin_schedule
+from probcl.samplers.feature_space import FillCounter, Schedule, langevin_schedule
 from probcl.samplers.sgld import proximal_sgld
 
 LogDensityFn = Callable[[torch.Tensor], torch.Tensor]  # (K, C, H, W) -> (K,) log p up to a constant
@@ -54,6 +54,11 @@ class ImageBank(nn.Module):
         uniform = torch.rand((size, *shape), generator=torch.Generator().manual_seed(seed))
         self.register_buffer("particles", low + (high - low) * uniform)
         self.register_buffer("filled", torch.zeros((), dtype=torch.long))
+        self.fill = FillCounter()
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        super()._load_from_state_dict(*args, **kwargs)
+        self.fill.forget()  # the checkpoint's count replaces the one mirrored on the host
 
     @torch.no_grad()
     def update(
@@ -76,5 +81,5 @@ class ImageBank(nn.Module):
             for alpha, sigma in langevin_schedule(self.steps, self.step_size, self.noise_scale, self.schedule):
                 x = proximal_sgld(lambda v: -log_density(v), x, 1, alpha, math.inf, sigma, bounds).samples
         self.particles.copy_(x)
-        fill_in_order_(self.particles, self.filled, gather_no_grad(images.detach().contiguous()))
+        self.fill.fill_(self.particles, self.filled, gather_no_grad(images.detach().contiguous()))
         return x

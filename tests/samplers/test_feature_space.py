@@ -386,3 +386,22 @@ def test_pre_update_order_gives_the_loss_the_bank_before_it_moves_towards_this_b
     assert float(first.nearest_query_cosine) == pytest.approx(nearest, abs=1e-12)  # hardness of what the loss sees
     updated = bank_of_rows(BANK).update(queries, seed=0)
     torch.testing.assert_close(updated.negatives, _tensor(moved_once), rtol=0, atol=1e-12)
+
+
+def test_fill_counter_fills_in_order_and_rereads_the_count_after_a_load():
+    """Rows go into the first unfilled entries until the bank is full; the host-side count follows a loaded
+    checkpoint's (a bank saved half full and loaded into a fresh one continues where the saved one stopped)."""
+    bank = FeatureBank(size=10, dim=3, sampler=BankSampler(steps=1), seed=0)
+    first, second = torch.ones(4, 3), 2 * torch.ones(4, 3)
+    assert bank.fill.fill_(bank.bank, bank.filled, first) == range(0, 4)
+    assert bank.fill.fill_(bank.bank, bank.filled, second) == range(4, 8)
+    assert int(bank.filled) == 8 and torch.equal(bank.bank[4:8], second)
+    saved = {k: v.clone() for k, v in bank.state_dict().items()}
+    assert bank.fill.fill_(bank.bank, bank.filled, 3 * torch.ones(4, 3)) == range(8, 10)  # only 2 rows left
+    assert bank.fill.fill_(bank.bank, bank.filled, first) == range(10, 10)  # full: nothing changes
+    bank.load_state_dict(saved)  # back to 8 filled rows
+    assert bank.fill.fill_(bank.bank, bank.filled, 4 * torch.ones(4, 3)) == range(8, 10)
+    fresh = FeatureBank(size=10, dim=3, sampler=BankSampler(steps=1), seed=1)
+    fresh.load_state_dict(saved)
+    assert fresh.fill.fill_(fresh.bank, fresh.filled, 5 * torch.ones(1, 3)) == range(8, 9)
+    assert torch.equal(fresh.bank[8], 5 * torch.ones(3)) and int(fresh.filled) == 9

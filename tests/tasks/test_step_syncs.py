@@ -6,9 +6,11 @@ own (probcl, Lightning, kornia's augmentations) during a training step that does
 torch itself (e.g. Adam's step counter, a CPU tensor on every device) are not probcl's to remove and are not
 counted.
 
-Methods whose sampling is a data-dependent loop read the device by design and are not listed: C-SimCLR and
-C-BYOL (the vMF rejection sampler checks after each round whether all draws are accepted), EBCLR (its SGLD
-chain and gradient-norm stop), VEM (particle banks filled to a host-side count).
+VEM-Langevin and VEM-SVGD read nothing either (the SVGD bandwidth stays on the device, the bank's fill count is
+mirrored on the host). C-SimCLR and C-BYOL read once per vMF draw: the rejection sampler checks whether every
+element has accepted one of its 8 proposals (a data-dependent loop; two draws a step). EBCLR reads by design and
+is not listed: its divergence stops (the SGLD chain's gradient norm, the energies, the parameter-gradient norm)
+act before the step's update is applied.
 """
 
 from __future__ import annotations
@@ -75,12 +77,23 @@ def counter(monkeypatch) -> ReadCounter:
     return counter
 
 
-@pytest.mark.parametrize("method", ["simclr", "moco", "byol", "simsiam", "tau-simclr"])
+@pytest.mark.parametrize("method", ["simclr", "moco", "byol", "simsiam", "tau-simclr", "vem-langevin", "vem-svgd"])
 def test_no_tensor_reads_in_steps_that_do_not_log(method, tiny_config, counter):
     cfg = tiny_config(method=method, **{"train.limit_train_batches": 13, "train.progress_bar": True})
     pretrain(cfg, callbacks=[counter])
     assert len(counter.counted_steps) >= 8  # steps 1-8 and 10-11 of 13 (step 9 logs: log_every_n_steps 10)
     assert counter.reads == {}, f"{method}: host reads in steps that do not log: {counter.reads}"
+
+
+@pytest.mark.parametrize("method", ["c-simclr", "c-byol"])
+def test_vmf_methods_read_once_per_draw(method, tiny_config, counter):
+    cfg = tiny_config(method=method, **{"train.limit_train_batches": 13})
+    pretrain(cfg, callbacks=[counter])
+    assert len(counter.counted_steps) >= 8
+    where = [r.split(" at ")[1].rsplit(":", 1)[0] for reads in counter.reads.values() for r in reads]
+    assert {Path(w).name for w in where} <= {"vmf.py"}, where
+    # two vMF draws a step (one per view), each ending on its one `pending.any()` read after a round of proposals
+    assert max(len(reads) for reads in counter.reads.values()) <= 2 * 2, counter.reads
 
 
 def test_the_counter_sees_a_per_step_read(tiny_config, counter, monkeypatch):
