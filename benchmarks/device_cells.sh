@@ -3,16 +3,19 @@
 # workers sharing one output folder, until a deadline; then copy the published cells and the logs to --out.
 #
 #   bash benchmarks/device_cells.sh --config fashion-mnist/study-v3-tuning-trials --workers 12 \
-#        --seconds 420 --out "$OUT" [--drop-published]
+#        --seconds 420 --out "$OUT" [--drop-published] [--seeds 0,1,2]
 #
+# --seconds is the whole script's wall time: workers stop 80 s before it (SIGTERM: each saves its cell's checkpoint;
+# SIGKILL 20 s later), which leaves the time to pack the cells and write the report within it.
 # Workers claim cells (see probcl/tasks/benchmark/run.py), so no cell runs twice; a worker stopped at the
 # deadline saves its cell's checkpoint and the cell is simply not published. --drop-published removes the
 # published copy on this machine first, so every cell trains here (one hardware for all of them) instead of
-# being restored. Needs: the data where probcl finds it ($PROBCL_DATA, default ./data if present) and,
-# when the image lacks them, wheels of the missing packages in ./.whl (installed with --no-deps to /tmp/site).
+# being restored. --seeds trains only those seeds' cells (`probcl benchmark --seeds`: a grid split between
+# machines by seed, so that the cells a paired comparison reads run on one kind of hardware). Needs: the data
+# where probcl finds it ($PROBCL_DATA, default ./data if present) and, when the image lacks them, wheels of the missing packages in ./.whl (installed with --no-deps to /tmp/site).
 set -euo pipefail
 
-config="" workers=8 seconds=420 out="" drop=0
+config="" workers=8 seconds=420 out="" drop=0 seeds=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --config) config="$2"; shift 2 ;;
@@ -20,6 +23,7 @@ while [[ $# -gt 0 ]]; do
         --seconds) seconds="$2"; shift 2 ;;
         --out) out="$2"; shift 2 ;;
         --drop-published) drop=1; shift ;;
+        --seeds) seeds=(--seeds "$2"); shift 2 ;;
         *) echo "device_cells.sh: unknown argument $1 (see the header for usage)" >&2; exit 2 ;;
     esac
 done
@@ -47,21 +51,22 @@ mkdir -p "$out/logs"
 monitor=$!
 start=$(date +%s)
 pids=()
+(( seconds > 120 )) || { echo "device_cells.sh: --seconds must exceed 120 (80 of them are kept for the end)" >&2; exit 2; }
 for i in $(seq 1 "$workers"); do
-    timeout --signal=TERM --kill-after=30 "$seconds" \
-        python3 -m probcl.cli benchmark --config "$config" --no-report > "$out/logs/worker-$i.log" 2>&1 &
+    timeout --signal=TERM --kill-after=20 "$((seconds - 80 - 2 * i))" \
+        python3 -m probcl.cli benchmark --config "$config" "${seeds[@]}" --no-report > "$out/logs/worker-$i.log" 2>&1 &
     pids+=($!)
     sleep 2  # staggered, so the first cells are claimed one by one
 done
 for p in "${pids[@]}"; do wait "$p" || true; done
 kill "$monitor" 2>/dev/null || true
-python3 -m probcl.cli benchmark --config "$config" --report-only > "$out/logs/report.log" 2>&1 || true
+# every cell's small files as the workers left them (checkpoints excluded): what comes back even if the report fails
+tar -C "$bench_out" --exclude=checkpoints -czf "$out/cells.tgz" cells 2>/dev/null || true
+timeout 40 python3 -m probcl.cli benchmark --config "$config" --report-only > "$out/logs/report.log" 2>&1 || true
 end=$(date +%s)
 
 mkdir -p "$out/published"
 cp -r "$publish"/. "$out/published/"
-# every cell's small files as the workers left them (checkpoints excluded), should the report step have failed
-tar -C "$bench_out" --exclude=checkpoints -czf "$out/cells.tgz" cells 2>/dev/null || true
 n=$( (find "$out/published/cells" -name cell.json 2>/dev/null || true) | wc -l)
 python3 - "$out/device-cells.json" "$config" "$workers" "$((end - start))" "$n" <<'EOF'
 import json, sys, platform, torch

@@ -191,11 +191,14 @@ def run_benchmark(
     out: str | Path | None = None,
     log: Callable[[str], None] = print,
     report: bool = True,
+    seeds: set[int] | None = None,
 ) -> Path:
     """Train and evaluate every cell (skipping finished work), seed by seed; after each cell that trained or
     was evaluated, write results.json and the reports (and mirror them into ``publish``); a run with nothing
     left to do writes them once. With ``report=False`` no report is written (nor anything published): many
     workers leave that to one ``--report-only`` run at the end instead of queueing for the report's lock.
+    With ``seeds``, only the cells of those seeds are trained (machines split a grid by seed, so that the cells
+    a paired comparison reads, which share a seed, run on one kind of hardware); ready cells are evaluated.
 
     Several processes (on one machine, or on several sharing the output folder) may run the same benchmark:
     each claims a cell before it trains or evaluates it and moves on past the cells others hold, and the
@@ -203,9 +206,18 @@ def run_benchmark(
     root = Path(out or bench.out)
     cells = grid(bench)
     configs = {cell: cell_config(bench, cell, root, base_dir) for cell in cells}  # every error before any work
+    if seeds is not None:
+        unknown = sorted(seeds - {c.seed for c in cells})
+        if unknown:
+            raise ConfigError(
+                f"--seeds {','.join(map(str, unknown))}: no cell of the grid has that seed "
+                f"(its seeds: {', '.join(map(str, sorted({c.seed for c in cells})))})"
+            )
     restore_published(bench, cells, configs, root, log)
     reported = False
     for i, cell in enumerate(cells, 1):
+        if seeds is not None and cell.seed not in seeds:
+            continue
         source = init_source(bench, cell.method)
         if source is not None and not _trained(root, Cell(source, cell.seed, cell.batch_size)):
             log(f"[{i}/{len(cells)}] skipped {cell.name}: the cell it starts from ({source}) has not trained")

@@ -384,3 +384,30 @@ def test_a_seed_ensemble_forms_when_the_last_seed_lands_and_training_metrics_ent
         assert row["metrics"]["ood/sets.digits.ensemble_msp.auroc"] == pytest.approx(expected, abs=1e-9)
     assert results["ensembles"] == {"simclr": {"seeds": [0, 1]}}
     assert [r["metrics"]["train/bank_query_cos"] for r in results["cells"]] == pytest.approx([0.6, 0.9])
+
+
+def test_seeds_split_a_grid_between_machines_and_no_report_leaves_the_report_to_the_end(tmp_path):
+    """`--seeds 1 --no-report` trains only seed 1's cells and writes no report; `--seeds 0` then the rest, and one
+    `--report-only` reports all; an unknown or malformed seed is one clear error before any work."""
+    out = tmp_path / "bench"
+    bench_file = write(
+        tmp_path / "split.yaml",
+        {
+            "title": "split",
+            "out": str(out),
+            "methods": {"simclr": "fashion-mnist/simclr"},
+            "overrides": TINY,
+            "seeds": [0, 1],
+            "suites": ["knn"],
+            "eval": {"max_train": 200},
+        },
+    )
+    assert main(["benchmark", "--config", bench_file, "--seeds", "1", "--no-report"]) == 0
+    assert sorted(p.name for p in (out / "cells").iterdir()) == ["simclr-s1"]
+    assert read_json(out / "cells" / "simclr-s1" / "eval.json")["knn"]["top1"] >= 0  # trained and evaluated
+    assert not (out / "results.json").exists() and not (out / "report.md").exists()
+    assert main(["benchmark", "--config", bench_file, "--seeds", "0", "--no-report"]) == 0
+    assert main(["benchmark", "--config", bench_file, "--report-only"]) == 0
+    assert [c["name"] for c in read_json(out / "results.json")["cells"]] == ["simclr-s0", "simclr-s1"]
+    for bad in ("7", "0,x", ","):
+        assert main(["benchmark", "--config", bench_file, "--seeds", bad]) != 0
