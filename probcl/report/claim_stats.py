@@ -30,6 +30,13 @@ number, and both intervals are then the other arm's spread over seeds (a one-sam
 a comparison whose value is a code in some seed (e.g. "never reached", coded 1.5) has no interval at all: it is
 decided by the count of seeds, reproduced or contradicted only when every seed (two or more) lies on the same side.
 
+**Test images' sampling.** An arm measured with a bootstrap spread over the test images (an ECE: its
+``..._bootstrap.std`` beside it) has a second source of noise that seeds do not average away, because every seed
+is scored on the same test images. Where both arms carry that spread in every seed, both analyses add the mean
+over seeds of ``std(ours)^2 + std(theirs)^2`` to the squared standard error of the difference (degrees of freedom
+unchanged). This is conservative: the per-seed part of that noise is already in the seeds' spread, and two arms'
+errors on the same images are taken as uncorrelated (positively correlated errors would partly cancel).
+
 **Which evidence decides a claim.** A claim is judged on the paper's kind of evidence only: each comparison
 says whether it is of that kind (``evidence: paper``, e.g. natural-image dataset shifts such as held-out
 classes and digits for an OOD claim) or a stress test the paper never ran (``evidence: beyond``, e.g.
@@ -83,6 +90,8 @@ class Comparison:
     shown: tuple[tuple[str, str], ...] = ()  # (group, metric) pairs whose means the report prints beside it
     evidence: str = PAPER  # PAPER: the kind of evidence the paper used, which decides the claim; BEYOND: a stress set
     codes: tuple[Code, ...] = ()  # the arms' coded values (a seed where one applies is not a measurement)
+    # each arm's standard deviation over bootstrap resamples of the test images, in one seed (None: not measured)
+    sampling: tuple[Value, Value] | None = None
 
     def value(self, m: Metrics) -> float | None:
         """The seed's difference ``ours - theirs`` (None when an arm is missing)."""
@@ -126,6 +135,7 @@ class ComparisonResult:
     fixed: str = ""  # an arm that is one number in every seed, said in words
     coded: list[int] = field(default_factory=list)  # seeds whose value is a code, not a measurement
     code_meaning: str = ""
+    sampling_std: float | None = None  # the test images' sampling spread added to both analyses (module docstring)
 
     @property
     def measured(self) -> bool:
@@ -145,6 +155,8 @@ class ComparisonResult:
         text = f"{head}, paired {span(self.interval)}, Welch {span(self.welch)}"
         if self.family > 1:
             text += f" ({100 * self.level:.3g} % intervals, Holm over {self.family})"
+        if self.sampling_std is not None:
+            text += f" (with the test images' bootstrap spread, {self.sampling_std:.2g})"
         return text + (f"; {self.fixed}" if self.fixed else "")
 
     def describe(self) -> str:
@@ -166,7 +178,10 @@ class ComparisonResult:
         fixed = f" ({self.fixed}: that arm has no spread over seeds, so both intervals are the other arm's)"
         level = f"{100 * self.level:.3g} %" + (f" (Holm over {self.family} comparisons)" if self.family > 1 else "")
         both = f"the {level} intervals over {n} seeds, paired {span(self.interval)} and Welch {span(self.welch)}"
-        both += f" {self.unit}{fixed if self.fixed else ''},"
+        both += f" {self.unit}{fixed if self.fixed else ''}"
+        if self.sampling_std is not None:
+            both += f" (widened by the test images' bootstrap spread, {self.sampling_std:.2g})"
+        both += ","
         if self.paired_verdict != self.welch_verdict:
             return (
                 f"the two analyses disagree: paired says {self.paired_verdict}, Welch {self.welch_verdict} "
@@ -238,6 +253,12 @@ def _welch(ours: list[float], theirs: list[float]) -> tuple[float, float, float]
     return statistics.fmean(ours) - statistics.fmean(theirs), se, df
 
 
+def _widened(analysis: tuple[float, float, float], variance: float) -> tuple[float, float, float]:
+    """An analysis' (estimate, standard error, df) with ``variance`` added to the squared standard error."""
+    estimate, se, df = analysis
+    return estimate, math.sqrt(se**2 + variance), df
+
+
 def t_interval(values: list[float], level: float = LEVEL) -> Interval | None:
     """Two-sided Student-t interval of the mean (the paired analysis of differences); None for fewer than two."""
     return _interval(*_paired(values), level) if len(values) >= 2 else None
@@ -280,7 +301,7 @@ def judge(
     comparison: Comparison, by_seed: dict[int, Metrics], level: float = LEVEL, family: int = 1
 ) -> ComparisonResult:
     """Evaluate one comparison over the seeds where all its cells exist, by both analyses at ``level``."""
-    seeds, ours, theirs, coded = [], [], [], []
+    seeds, ours, theirs, coded, sampling = [], [], [], [], []
     for seed in sorted(by_seed):
         m = by_seed[seed]
         a, b = comparison.ours(m), comparison.theirs(m)
@@ -291,6 +312,9 @@ def judge(
         theirs.append(float(b))
         if any(code.applies(m) for code in comparison.codes):
             coded.append(seed)
+        if comparison.sampling is not None:
+            spreads = [side(m) for side in comparison.sampling]
+            sampling.append(None if None in spreads else sum(float(s) ** 2 for s in spreads if s is not None))
     diffs = [a - b for a, b in zip(ours, theirs)]
     c = comparison
     result = ComparisonResult(
@@ -312,6 +336,10 @@ def judge(
         )
         return result
     paired, welch = _paired(diffs), _welch(ours, theirs)
+    if sampling and None not in sampling:  # every seed measured both arms' test-image spread
+        extra = statistics.fmean(v for v in sampling if v is not None)
+        paired, welch = _widened(paired, extra), _widened(welch, extra)
+        result.sampling_std = math.sqrt(extra)
     result.interval, result.welch = _interval(*paired, level), _interval(*welch, level)
     result.paired_verdict = verdict(result.interval, c.margin, c.paper_effect)
     result.welch_verdict = verdict(result.welch, c.margin, c.paper_effect)

@@ -102,6 +102,7 @@ def parse_comparison(data: Any, where: str) -> Comparison:
     else:
         ours, theirs = parse_value(expr, f"{where}.value", reads, codes), constant(0.0)
     shown = data.get("shown")
+    sampling = _sampling_spread(arms) if isinstance(arms, list) and len(arms) == 2 else None
     return Comparison(
         str(data["label"]),
         ours,
@@ -112,7 +113,24 @@ def parse_comparison(data: Any, where: str) -> Comparison:
         shown=tuple(dict.fromkeys(reads)) if shown is None else tuple((str(g), str(k)) for g, k in shown),
         evidence=evidence,
         codes=tuple(codes),
+        sampling=sampling,
     )
+
+
+BOOTSTRAP_SUFFIX = "_bootstrap.std"  # a metric's spread over bootstrap resamples of the test images, beside it
+BOOTSTRAPPED = ("ece",)  # the metrics whose suites record that spread (the calibration suite's ECE)
+
+
+def _sampling_spread(arms: list[Any]) -> tuple[Value, Value] | None:
+    """Each arm's test-image bootstrap spread, when both arms are plain metrics that record one (``KEY`` with
+    ``KEY_bootstrap.std`` beside it: the ECE): the statistics add it to both analyses (claim_stats docstring)."""
+    spreads = []
+    for arm in arms:
+        args = arm.get("metric") if isinstance(arm, dict) and set(arm) == {"metric"} else None
+        if not (isinstance(args, list) and len(args) == 2 and str(args[1]).endswith(BOOTSTRAPPED)):
+            return None
+        spreads.append(metric(str(args[0]), f"{args[1]}{BOOTSTRAP_SUFFIX}"))
+    return spreads[0], spreads[1]
 
 
 def parse_claims(data: Any, where: str = "claims") -> dict[str, Claim]:

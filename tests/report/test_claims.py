@@ -348,3 +348,54 @@ def test_coded_values_get_no_interval_and_a_repeated_comparator_is_named_as_one_
     assert chance.interval == pytest.approx((ref.low - 0.5, ref.high - 0.5))
     assert chance.welch == pytest.approx(chance.interval)
     assert "the comparator is one number in every seed (0.5)" in chance.describe()
+
+
+def test_an_ece_comparison_adds_the_test_images_bootstrap_spread_to_both_analyses():
+    """ECE arms with `ece_bootstrap.std` beside them: se^2 + mean over seeds of (std_ours^2 + std_theirs^2), the
+    degrees of freedom of each analysis kept; computed here from scipy's t quantiles by hand."""
+    claims = parse_claims(
+        {
+            "c": {
+                "paper": "p",
+                "statement": "s",
+                "paper_numbers": "n",
+                "comparisons": [
+                    {
+                        "label": "ECE",
+                        "value": {
+                            "minus": [{"metric": ["b", "calibration/ece"]}, {"metric": ["a", "calibration/ece"]}]
+                        },
+                    }
+                ],
+            }
+        }
+    )
+    comparison = claims["c"].comparisons[0]
+    ours, theirs = [0.030, 0.034, 0.029], [0.020, 0.021, 0.025]  # b, a
+    spread_b, spread_a = [0.002, 0.003, 0.002], [0.001, 0.002, 0.002]
+    by_seed = {
+        s: {
+            "a": {"calibration/ece": theirs[s], "calibration/ece_bootstrap.std": spread_a[s]},
+            "b": {"calibration/ece": ours[s], "calibration/ece_bootstrap.std": spread_b[s]},
+        }
+        for s in range(3)
+    }
+    result = judge(comparison, by_seed)
+    extra = sum(x**2 + y**2 for x, y in zip(spread_b, spread_a)) / 3
+    diffs = [o - t for o, t in zip(ours, theirs)]
+    mean = sum(diffs) / 3
+    se_paired = math.sqrt(stats.tstd(diffs) ** 2 / 3 + extra)
+    half = stats.t.ppf(0.975, 2) * se_paired
+    assert result.interval == pytest.approx((mean - half, mean + half), abs=1e-12)
+    va, vb = stats.tvar(ours) / 3, stats.tvar(theirs) / 3
+    df = (va + vb) ** 2 / (va**2 / 2 + vb**2 / 2)
+    half_welch = stats.t.ppf(0.975, df) * math.sqrt(va + vb + extra)
+    assert result.welch == pytest.approx((mean - half_welch, mean + half_welch), abs=1e-12)
+    assert result.sampling_std == pytest.approx(math.sqrt(extra)) and "bootstrap spread" in result.reason()
+    # one seed without the spread: no widening at all (the analyses are the seeds' alone)
+    del by_seed[1]["a"]["calibration/ece_bootstrap.std"]
+    plain = judge(comparison, by_seed)
+    paired = stats.ttest_rel(ours, theirs).confidence_interval(0.95)
+    assert plain.sampling_std is None and plain.interval == pytest.approx((paired.low, paired.high), abs=1e-12)
+    # a metric without a bootstrap (accuracy) is never widened
+    assert judge(A_MINUS_B, _arms(ours, theirs)).sampling_std is None
