@@ -17,7 +17,7 @@ import yaml
 
 from probcl.config import ConfigError
 from probcl.core.presets import resolve_config_path
-from probcl.eval.heldout import heldout_indices
+from probcl.eval.heldout import heldout_ece, heldout_indices
 from probcl.tasks.benchmark.grid import grid, load_benchmark
 from probcl.tasks.tuning import (
     Parameter,
@@ -145,6 +145,18 @@ def test_heldout_indices_score_unseen_images_and_fit_on_others():
         heldout_indices(100, pretrained, fit_images=10, score_images=51, split_seed=3)
 
 
+def test_the_heldout_ece_is_the_calibration_suites_twenty_bin_ece_computed_by_hand():
+    # two classes; (probability of class 0, label): confidence max(p, 1 - p), correct when the argmax is the label
+    cases = [(0.9, 0), (0.9, 1), (0.23, 1), (0.62, 0), (0.66, 0), (0.31, 0)]
+    p = torch.tensor([c for c, _ in cases], dtype=torch.float64)
+    logits = torch.stack([p.log(), (1 - p).log()], dim=1)
+    labels = torch.tensor([y for _, y in cases])
+    # bins of width 0.05: {0.9, 0.9}: accuracy 1/2; {0.77}: 1; {0.62}: 1; [0.65, 0.7) holds 0.66 (right) and 0.69
+    # (wrong, it predicts class 1): accuracy 1/2, confidence 0.675 (15 bins would split them at 2/3)
+    expected = (2 * abs(0.5 - 0.9) + abs(1 - 0.77) + abs(1 - 0.62) + 2 * abs(0.5 - 0.675)) / 6
+    assert heldout_ece(logits, labels) == pytest.approx(expected, abs=1e-9)
+
+
 TINY = {
     "model.backbone": "cnn",
     "model.width": 4,
@@ -232,6 +244,7 @@ def test_a_tuning_run_opens_no_test_file_loads_no_held_out_class_and_selects_by_
         result = read_json(cell / "eval.json")["heldout"]
         assert result["protocol"]["score_images"] == 200 and result["protocol"]["fit_images"] == 300
         assert ("near_ood_knn10_auroc" in result) == (near_ood is not None)
+        assert 0.0 <= result["linear_ece"] <= 1.0 and "20 equal-width bins" in result["protocol"]["ece"]
         scores[cell.name] = (result["linear_top1"], result["knn_top1"])
     assert len(scores) == 4
     selections = select(spec, published)
