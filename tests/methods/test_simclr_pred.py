@@ -56,7 +56,6 @@ def test_every_part_trains_the_predictor_included():
         assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in part.parameters() if p.requires_grad)
 
 
-
 @pytest.mark.parametrize("weight", [0.0, -1.0])
 def test_a_predictor_weight_that_is_not_positive_is_refused_with_its_range(weight):
     with pytest.raises(ConfigError, match=rf"method_args.predictor_weight must be > 0, got {weight}"):
