@@ -487,9 +487,9 @@ def tuned_tree(spec: TuningSpec, selections: list[MethodSelection]) -> dict:
         winners[s.method] = dict(s.winner.settings)
     methods: dict[str, Any] = {label: {"overrides": settings} for label, settings in winners.items()}
     for label, settings in winners.items():  # a candidate of its own enters the study with its own entry
-        own = spec.methods[label]
-        if own.config is not None:
-            methods[label] = {"config": own.config, "overrides": {**own.overrides, **settings}}
+        tuned = spec.methods[label]
+        if tuned.config is not None:
+            methods[label] = {"config": tuned.config, "overrides": {**tuned.overrides, **settings}}
     methods.update({label: {"overrides": dict(winners[i.source])} for label, i in spec.inherit.items()})
     # its own run folder and no publish folder: run by mistake, it cannot overwrite the budget study's published cells
     own = Path(spec.tuned_file or "tuned").stem
