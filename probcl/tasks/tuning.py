@@ -167,6 +167,11 @@ def load_tuning(path: str | Path) -> tuple[TuningSpec, Path]:
     for label, method in spec.methods.items():
         if method.overrides and method.config is None:
             raise ConfigError(f"{resolved}: methods.{label}.overrides needs methods.{label}.config (its preset)")
+        if drawn_and_fixed := sorted(set(method.overrides) & set(method.space)):
+            raise ConfigError(
+                f"{resolved}: methods.{label} fixes {', '.join(drawn_and_fixed)} in overrides and draws it in space: "
+                "keep one"
+            )
     if spec.candidates is not None:
         _check_candidates(spec.candidates, spec, str(resolved))
     for label, inherited in spec.inherit.items():

@@ -189,6 +189,10 @@ def test_a_candidate_runs_its_own_entry_and_enters_the_tuned_study_with_it(tmp_p
             },
             "methods.byol.overrides needs methods.byol.config",
         ),
+        (
+            {"methods": {"own": {"config": "fashion-mnist/simclr", "overrides": {"optim.lr": 1e-3}, "space": LR}}},
+            "methods.own fixes optim.lr in overrides and draws it in space",
+        ),
     ],
 )
 def test_the_tuning_file_refuses_a_bad_candidate_rule_or_entry(tmp_path, changes, message):
