@@ -7,8 +7,9 @@
 
 ``trials`` writes the tuning file's ``trials_file`` beside it (the trials drawn from its seed: the same file every
 time); ``report`` reads the published trials (the tuning file's ``publish`` folder) and writes ``selection.md`` and
-``selection.json`` there; ``settings`` writes ``tuned_file`` beside the tuning file, and refuses while any method
-has unfinished trials.
+``selection.json`` there (with a ``candidates`` rule, each candidate's chosen trial and the winner too, once every
+trial has finished: probcl.tasks.candidates); ``settings`` writes ``tuned_file`` beside the tuning file, and
+refuses while any method has unfinished trials.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import yaml
 
 from probcl.core.io import atomic_write_json, atomic_write_text
 from probcl.errors import ConfigError
+from probcl.tasks.candidates import choose, outcome_markdown
 from probcl.tasks.tuning import hardware_check, load_tuning, select, selection_markdown, trials_tree, tuned_tree
 
 GENERATED = (
@@ -62,9 +64,19 @@ def main(argv: list[str] | None = None) -> int:
             published.mkdir(parents=True, exist_ok=True)
             check = hardware_check(spec, selections, Path(args.compare)) if args.compare else ""
             text = f"# {spec.title}\n\n{selection_markdown(spec, selections)}\n{check}"
-            atomic_write_text(published / "selection.md", text)
             winners = {s.method: (asdict(s.winner) if s.winner else None) for s in selections}
-            atomic_write_json(published / "selection.json", {"rule": spec.selection.rule, "winners": winners})
+            record: dict = {"rule": spec.selection.rule, "winners": winners}
+            if spec.candidates is not None:
+                outcome = choose(spec.candidates, selections)
+                text += f"\n{outcome_markdown(spec.candidates, outcome)}"
+                record["candidates"] = {
+                    "rule": spec.candidates.rule,
+                    "winner": outcome.winner,
+                    "note": outcome.note,
+                    "chosen": {c.method: {"trial": c.trial.index, "qualifies": c.qualifies} for c in outcome.choices},
+                }
+            atomic_write_text(published / "selection.md", text)
+            atomic_write_json(published / "selection.json", record)
             print(text)
             print(f"wrote {published / 'selection.md'} and selection.json")
             return 0

@@ -4,8 +4,9 @@ without the test split (equal-budget tuning, docs/study-v3-protocol.md).
 The run's training split (its class-filtered dataset, e.g. ``fashion-mnist:classes=0-7``) is cut by a fixed
 permutation (``split_seed``, the same for every run): ``score_images`` images that the run did *not* pretrain on
 (outside its seeded ``data.train_subset``) are scored, and the linear probe (probcl's L-BFGS logistic regression,
-its L2 chosen inside the fit images) and the weighted kNN are fitted on ``fit_images`` of the others. Only the
-training split is ever loaded; the test split stays unseen.
+its L2 chosen inside the fit images) and the weighted kNN are fitted on ``fit_images`` of the others; the probe's
+ECE on the scored images is measured as the calibration suite measures it (20 equal-width bins). Only the training
+split is ever loaded; the test split stays unseen.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import torch.nn.functional as F
 from probcl.config import AtLeast, Positive, Seed
 from probcl.data.sources import pretraining_indices
 from probcl.errors import ConfigError
+from probcl.eval.calibration import N_BINS, calibration_metrics
 from probcl.eval.context import ModelOnData
 from probcl.eval.knn import knn_classify, topk_accuracy
 from probcl.eval.linear import linear_probe
@@ -65,6 +67,11 @@ def heldout_indices(
     return fit, score
 
 
+def heldout_ece(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """ECE of softmax(``logits``) as the calibration suite computes it (max-softmax confidence, N_BINS bins)."""
+    return calibration_metrics(logits, labels, N_BINS)["ece"]
+
+
 @SUITES.register(
     "heldout",
     options=HeldoutOptions,
@@ -72,7 +79,8 @@ def heldout_indices(
     needs_run="it excludes the images the run pretrained on (its data.train_subset)",
 )
 def heldout_suite(ctx: ModelOnData, options: HeldoutOptions) -> dict:
-    """Linear-probe and weighted-kNN top-1 (%) on held-out training images, fitted on other training images."""
+    """Linear-probe and weighted-kNN top-1 (%) and the probe's ECE on held-out training images, fitted on other
+    training images; with ``near_ood``, the kNN-distance AUROC of near-OOD classes' training images."""
     data = ctx.dataset(None, "train", cap_train=False)
     labels = data.labels()
     if labels is None or bool((labels < 0).any()):
@@ -82,7 +90,7 @@ def heldout_suite(ctx: ModelOnData, options: HeldoutOptions) -> dict:
     fit, score = heldout_indices(len(data), pretrained, options.fit_images, options.score_images, options.split_seed)
     fit_f, fit_y = ctx.extract(data.subset(fit), f"{ctx.feature_layer} features: {data.name} train (fit)")
     score_f, score_y = ctx.extract(data.subset(score), f"{ctx.feature_layer} features: {data.name} train (held out)")
-    result, _ = linear_probe(fit_f, fit_y, score_f, score_y, ctx.num_classes, seed=ctx.seed)
+    result, probe = linear_probe(fit_f, fit_y, score_f, score_y, ctx.num_classes, seed=ctx.seed)
     scores, _ = knn_classify(fit_f, fit_y, score_f, ctx.num_classes, options.knn_k, options.temperature)
     assert scores is not None
     near_ood = (
@@ -90,6 +98,7 @@ def heldout_suite(ctx: ModelOnData, options: HeldoutOptions) -> dict:
     )
     return {
         "linear_top1": result["top1"],
+        "linear_ece": heldout_ece(probe.logits(score_f), score_y),
         "knn_top1": topk_accuracy(scores, score_y, (1,))["top1"],
         **near_ood,
         "protocol": {
@@ -101,6 +110,7 @@ def heldout_suite(ctx: ModelOnData, options: HeldoutOptions) -> dict:
             "split_seed": options.split_seed,
             "probe": "L-BFGS logistic regression",
             "probe_l2": result["protocol"]["l2"],
+            "ece": f"max-softmax confidence of the probe, {N_BINS} equal-width bins (the calibration suite's)",
             "knn": f"k={options.knn_k}, T={options.temperature}, cosine, exp(sim/T) votes",
             "near_ood": None if options.near_ood is None else f"{options.near_ood} train split, kNN distance k 10",
         },

@@ -41,3 +41,9 @@ def nt_xent_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float, gather:
     """Mean NT-Xent loss over the 2N local anchors (Eq. 1 above)."""
     sim, pos_idx = nt_xent_logits(z1, z2, gather)
     return F.cross_entropy(sim / temperature, pos_idx)
+
+
+def simclr_loss(z1: torch.Tensor, z2: torch.Tensor, temperature: float, gather: bool) -> torch.Tensor:
+    """SimCLR's loss as its reference code computes it: loss_a + loss_b, NT-Xent summed over the two directions,
+    each a mean over the N anchors of one view, i.e. 2 x the mean over the 2N anchors."""
+    return 2.0 * nt_xent_loss(z1, z2, temperature, gather)

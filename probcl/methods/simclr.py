@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Annotated
 
 from probcl.config import Positive
-from probcl.losses.nt_xent import nt_xent_loss
+from probcl.losses.nt_xent import simclr_loss
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
 
 
@@ -24,5 +24,5 @@ class SimCLR(SSLMethod[SimCLRParams]):
     def step(self, view1, view2, batch) -> StepOutput:
         h1, h2 = self.backbone(view1), self.backbone(view2)
         z1, z2 = self.projector(h1), self.projector(h2)
-        loss = 2.0 * nt_xent_loss(z1, z2, self.hp.temperature, self.hp.gather_distributed)
+        loss = simclr_loss(z1, z2, self.hp.temperature, self.hp.gather_distributed)
         return StepOutput(loss, h1)

@@ -9,6 +9,8 @@ committed before any trial runs. From it:
   workers, each finished trial published as it lands). Trials are listed trial 0 of every method, then trial 1
   of every method, ...: stopped at any point, every method has had the same number of trials (+-1);
 - :func:`select` applies the rule to the published trials; :func:`selection_markdown` is the report table;
+  a file that compares new candidates against a seed method (``candidates``) also has its candidate rule, which
+  :mod:`probcl.tasks.candidates` applies;
 - :func:`tuned_tree` is the study config with every method's winning settings (``extends`` the budget), which the
   v3 study extends: the settings go from the results to the study by this code, never by hand.
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from probcl.config import AtLeast, ConfigError, OneOf, from_dict
+from probcl.config import AtLeast, ConfigError, NonNegative, OneOf, from_dict
 from probcl.core.io import read_json
 from probcl.data.specs import CLASS_FILTER, is_path_spec, parse_classes
 from probcl.tasks.benchmark.extends import preset_path, read_tree
@@ -61,9 +63,13 @@ class Parameter:
 
 @dataclass
 class TunedMethod:
-    """A method of the budget's grid that is tuned: its settings' ranges."""
+    """A tuned method: its settings' ranges; a method of the budget's grid, or a candidate of its own (``config``)."""
 
     space: dict[str, Parameter]
+    # a method entry of its own, for a candidate the budget lacks: its preset, and fixed overrides on top of the
+    # budget's (e.g. the SimCLR preset with a low encoder dropout under its own label); unset: the budget's entry
+    config: str | None = None
+    overrides: dict = field(default_factory=dict)  # fixed settings of the candidate's entry (needs config)
 
 
 @dataclass
@@ -93,6 +99,28 @@ class Selection:
 
 
 @dataclass
+class CandidateRule:
+    """How new candidates are chosen against a seed method (written before any candidate trial runs; applied by
+    :func:`probcl.tasks.candidates.choose`): within each candidate, the trial with the highest ``metric`` among
+    those within ``accuracy_margin`` of the seed method's winner's ``accuracy`` and ``calibration_margin`` of its
+    ``calibration``; the winner, the qualifying candidate with the highest ``metric``."""
+
+    seed: str  # the tuned method the candidates must match: its winner under `selection` sets the bar
+    candidates: list[str]  # tuned methods (labels of `methods`), in the order ties fall back to
+    rule: str  # the rule in words, for the report
+    metric: str = "heldout/near_ood_knn10_auroc"  # what a candidate must raise (higher is better)
+    accuracy: str = "heldout/linear_top1"  # higher is better; the bar: the seed winner's minus accuracy_margin
+    calibration: str = "heldout/linear_ece"  # lower is better; the bar: the seed winner's plus calibration_margin
+    accuracy_margin: Annotated[float, NonNegative] = 0.3  # points of `accuracy` a candidate may lose
+    calibration_margin: Annotated[float, NonNegative] = 0.005  # `calibration` a candidate may add
+    tie: Annotated[float, NonNegative] = 0.002  # winners' `metric` this close tie, broken by the higher accuracy
+
+    @property
+    def readings(self) -> list[str]:
+        return [self.metric, self.accuracy, self.calibration]
+
+
+@dataclass
 class TuningSpec:
     """A tuning file (see the module docstring)."""
 
@@ -113,6 +141,7 @@ class TuningSpec:
     untuned: dict[str, str] = field(default_factory=dict)  # budget cells left as they are -> why
     tuned_file: str | None = None  # the generated study config with the winners (beside this file)
     description: str = ""  # printed at the top of the trials' report
+    candidates: CandidateRule | None = None  # new methods chosen against a seed method (probcl.tasks.candidates)
 
 
 def load_tuning(path: str | Path) -> tuple[TuningSpec, Path]:
@@ -124,8 +153,27 @@ def load_tuning(path: str | Path) -> tuple[TuningSpec, Path]:
     spec = from_dict(TuningSpec, read_tree(Path(resolved), "tuning file"), "tuning")
     budget_methods = _budget(spec, Path(resolved).parent).methods
     for label in [*spec.methods, *spec.inherit, *spec.untuned]:
-        if label not in budget_methods:
-            raise ConfigError(f"{resolved}: {label!r} is not a method of the budget {spec.budget}")
+        own = label in spec.methods and spec.methods[label].config is not None
+        if own and label in budget_methods:
+            raise ConfigError(
+                f"{resolved}: methods.{label} has a config of its own but {label!r} is a method of the budget "
+                f"{spec.budget}: drop its config (the budget's entry) or give it another label"
+            )
+        if not own and label not in budget_methods:
+            raise ConfigError(
+                f"{resolved}: {label!r} is not a method of the budget {spec.budget}; a new candidate names its "
+                "preset (methods.LABEL.config)"
+            )
+    for label, method in spec.methods.items():
+        if method.overrides and method.config is None:
+            raise ConfigError(f"{resolved}: methods.{label}.overrides needs methods.{label}.config (its preset)")
+        if drawn_and_fixed := sorted(set(method.overrides) & set(method.space)):
+            raise ConfigError(
+                f"{resolved}: methods.{label} fixes {', '.join(drawn_and_fixed)} in overrides and draws it in space: "
+                "keep one"
+            )
+    if spec.candidates is not None:
+        _check_candidates(spec.candidates, spec, str(resolved))
     for label, inherited in spec.inherit.items():
         if inherited.source not in spec.methods:
             raise ConfigError(f"{resolved}: inherit.{label}.source {inherited.source!r} is not a tuned method")
@@ -140,6 +188,26 @@ def load_tuning(path: str | Path) -> tuple[TuningSpec, Path]:
                     "log-complement) and a why"
                 )
     return spec, Path(resolved).parent
+
+
+def _check_candidates(rule: CandidateRule, spec: TuningSpec, where: str) -> None:
+    """One ConfigError unless the seed and every candidate are distinct tuned methods and the rule is written."""
+    named = [rule.seed, *rule.candidates]
+    if not rule.candidates or len(set(named)) != len(named):
+        raise ConfigError(f"{where}: candidates.candidates must list one or more labels, none twice nor the seed")
+    for label in named:
+        if label not in spec.methods:
+            raise ConfigError(f"{where}: candidates names {label!r}, which is not a tuned method (methods.{label})")
+    if not rule.rule.strip():
+        raise ConfigError(f"{where}: candidates.rule must state the rule in words, before any trial runs")
+
+
+def method_entry(spec: TuningSpec, budget: BenchmarkConfig, label: str) -> tuple[str, dict]:
+    """A tuned method's (preset, fixed overrides): its own entry, else the budget's."""
+    from probcl.tasks.benchmark.grid import method_spec
+
+    method = spec.methods[label]
+    return (method.config, dict(method.overrides)) if method.config is not None else method_spec(budget, label)
 
 
 def _budget(spec: TuningSpec, base_dir: Path) -> BenchmarkConfig:
@@ -176,16 +244,16 @@ def trial_label(method: str, k: int) -> str:
 
 def trials_tree(spec: TuningSpec, base_dir: Path) -> dict:
     """The benchmark config whose cells are the trials (see the module docstring)."""
-    from probcl.tasks.benchmark.grid import method_spec
-
     budget = _budget(spec, base_dir)
     drawn = draw_trials(spec)
     methods = {}
     for k in range(spec.trials):
         for label in spec.methods:
-            preset, overrides = method_spec(budget, label)
+            preset, overrides = method_entry(spec, budget, label)
             methods[trial_label(label, k)] = {"config": preset, "overrides": {**overrides, **drawn[label][k]}}
     metric_titles = {spec.selection.metric: "selection metric", **{m: "tie-break" for m in spec.selection.ties}}
+    for metric in spec.candidates.readings if spec.candidates else []:
+        metric_titles.setdefault(metric, "candidate rule")
     return {
         "title": spec.title,
         "description": spec.description,
@@ -258,10 +326,22 @@ class Trial:
     settings: dict[str, float]
     scores: dict[int, list[float] | None]  # seed -> [metric, *ties]; [-inf, ...] for a diverged run
     hardware: dict[int, str] = field(default_factory=dict)  # seed -> where it ran (GPU name, else "CPU")
+    readings: dict[int, dict[str, float]] = field(default_factory=dict)  # seed -> every metric read (not diverged)
 
     @property
     def complete(self) -> bool:
         return all(v is not None for v in self.scores.values())
+
+    @property
+    def diverged(self) -> bool:
+        """Whether a seed of the trial diverged (its scores -inf)."""
+        return any(v is not None and v[0] == -math.inf for v in self.scores.values())
+
+    def mean(self, metric: str) -> float:
+        """``metric``'s mean over the trial's seeds (a finished trial that did not diverge)."""
+        assert self.complete and not self.diverged, f"{self.method} trial {self.index} has no {metric} to average"
+        values = [reading[metric] for reading in self.readings.values()]
+        return sum(values) / len(values)
 
     @property
     def means(self) -> list[float]:
@@ -298,12 +378,17 @@ def select(spec: TuningSpec, published: Path) -> list[MethodSelection]:
     winner of each method whose trials have all finished."""
     drawn = draw_trials(spec)
     metrics = [spec.selection.metric, *spec.selection.ties]
+    rule = spec.candidates
     selections = []
     for label in spec.methods:
+        # a method of the candidate rule has finished a seed once the rule's readings are there too
+        judged = rule is not None and label in (rule.seed, *rule.candidates)
+        read = list(dict.fromkeys([*metrics, *(rule.readings if rule is not None and judged else [])]))
         trials = []
         for k, settings in enumerate(drawn[label]):
             scores: dict[int, list[float] | None] = {}
             hardware: dict[int, str] = {}
+            readings: dict[int, dict[str, float]] = {}
             for seed in spec.seeds:
                 cell = published / "cells" / f"{trial_label(label, k)}-s{seed}"
                 record, evaluation = read_json(cell / "cell.json"), read_json(cell / "eval.json", {})
@@ -312,9 +397,13 @@ def select(spec: TuningSpec, published: Path) -> list[MethodSelection]:
                 if record is not None and record.get("error") and not record.get("retry"):
                     scores[seed] = [-math.inf] * len(metrics)  # diverged: the trial loses
                     continue
-                values = [_metric(evaluation, m) for m in metrics]
-                scores[seed] = None if record is None or None in values else [v for v in values if v is not None]
-            trials.append(Trial(label, k, settings, scores, hardware))
+                values = [_metric(evaluation, m) for m in read]
+                if record is None or None in values:
+                    scores[seed] = None
+                    continue
+                readings[seed] = {m: v for m, v in zip(read, values, strict=True) if v is not None}
+                scores[seed] = [readings[seed][m] for m in metrics]
+            trials.append(Trial(label, k, settings, scores, hardware, readings))
         selections.append(MethodSelection(label, trials))
     return selections
 
@@ -402,6 +491,10 @@ def tuned_tree(spec: TuningSpec, selections: list[MethodSelection]) -> dict:
         assert s.winner is not None
         winners[s.method] = dict(s.winner.settings)
     methods: dict[str, Any] = {label: {"overrides": settings} for label, settings in winners.items()}
+    for label, settings in winners.items():  # a candidate of its own enters the study with its own entry
+        tuned = spec.methods[label]
+        if tuned.config is not None:
+            methods[label] = {"config": tuned.config, "overrides": {**tuned.overrides, **settings}}
     methods.update({label: {"overrides": dict(winners[i.source])} for label, i in spec.inherit.items()})
     # its own run folder and no publish folder: run by mistake, it cannot overwrite the budget study's published cells
     own = Path(spec.tuned_file or "tuned").stem

@@ -5,19 +5,17 @@ and load no class it is told never to load."""
 from __future__ import annotations
 
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from tuning_files import run_script, write_tiny_tuning
 
 from probcl.config import ConfigError
 from probcl.core.presets import resolve_config_path
-from probcl.eval.heldout import heldout_indices
+from probcl.eval.heldout import heldout_ece, heldout_indices
 from probcl.tasks.benchmark.grid import grid, load_benchmark
 from probcl.tasks.tuning import (
     Parameter,
@@ -97,6 +95,30 @@ def test_the_dev_split_trains_on_classes_0_5_and_scores_near_ood_on_training_ima
     assert bench.suite_options["heldout"]["near_ood"] == "fashion-mnist:classes=6,7"
 
 
+def test_the_dev_split_gives_each_of_issue_45s_candidates_simclrs_eight_trials_and_writes_the_rule():
+    spec, folder = load_tuning("fashion-mnist/dev-tuning")
+    rule = spec.candidates
+    assert rule is not None and rule.seed == "simclr"
+    assert rule.candidates == ["simclr-pred", "simclr-lowdrop", "simclr-pred-lowdrop"]
+    assert (rule.accuracy_margin, rule.calibration_margin, rule.tie) == (0.3, 0.005, 0.002)
+    assert (rule.metric, rule.calibration) == ("heldout/near_ood_knn10_auroc", "heldout/linear_ece")
+    shared = {k: (p.low, p.high) for k, p in spec.methods["simclr"].space.items()}
+    for label in rule.candidates:
+        assert {k: (p.low, p.high) for k, p in spec.methods[label].space.items() if k in shared} == shared
+    bench, base_dir = load_benchmark(folder / spec.trials_file)
+    cells = {c.name: cell_settings(bench, base_dir, c) for c in grid(bench)}
+    assert len(cells) == 4 * 8
+    for k in range(8):
+        pred, drop, both = (cells[f"{m}-t{k}-s0"] for m in rule.candidates)
+        assert pred["method"] == both["method"] == "simclr-pred" and drop["method"] == "simclr"
+        assert 0.1 <= pred["method_args"]["predictor_weight"] <= 10 and pred["model"]["dropout2d"] == 0.0
+        assert 0.02 <= drop["model"]["dropout2d"] <= 0.25 and 0.02 <= both["model"]["dropout2d"] <= 0.25
+        # every candidate at the study's budget, as SimCLR's trials: 2x2 grid, 936 steps of batch 128 on classes 0-5
+        for cell in (pred, drop, both, cells[f"simclr-t{k}-s0"]):
+            assert (cell["model"]["pool"], cell["train"]["epochs"], cell["train"]["batch_size"]) == (2, 6, 128)
+            assert cell["data"]["dataset"] == "fashion-mnist:classes=0-5"
+
+
 def heldout_bench(tmp_path: Path, **changes) -> Path:
     tree = {
         "data_protocol": "heldout",
@@ -145,54 +167,16 @@ def test_heldout_indices_score_unseen_images_and_fit_on_others():
         heldout_indices(100, pretrained, fit_images=10, score_images=51, split_seed=3)
 
 
-TINY = {
-    "model.backbone": "cnn",
-    "model.width": 4,
-    "model.proj_hidden": 16,
-    "model.proj_out": 8,
-    "train.epochs": 1,
-    "train.batch_size": 32,
-    "train.limit_train_batches": 2,
-    "train.progress_bar": False,
-    "train.precision": "32-true",
-    "data.train_subset": 400,
-}
-
-
-def write_tiny_tuning(tmp_path: Path, classes: str, near_ood: str | None) -> Path:
-    """A budget and a tuning file of two methods x two trials, seconds each, on real Fashion-MNIST."""
-    (tmp_path / "budget.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "overrides": {**TINY, "data.dataset": f"fashion-mnist:classes={classes}"},
-                "methods": {"simclr": "fashion-mnist/simclr", "byol": "fashion-mnist/byol"},
-            }
-        )
-    )
-    heldout = {
-        "fit_images": 300,
-        "score_images": 200,
-        **({"near_ood": near_ood, "near_ood_images": 100} if near_ood else {}),
-    }
-    space = {"optim.lr": {"low": 1e-4, "high": 5e-3, "why": "lr"}}
-    (tmp_path / "tuning.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "title": "tiny tuning",
-                "budget": "budget.yaml",
-                "trials_file": "trials.yaml",
-                "tuned_file": "tuned.yaml",
-                "out": str(tmp_path / "runs"),
-                "publish": str(tmp_path / "published"),
-                "never_load_classes": [8, 9],
-                "trials": 2,
-                "heldout": heldout,
-                "selection": {"metric": "heldout/linear_top1", "ties": ["heldout/knn_top1"], "rule": "max"},
-                "methods": {"simclr": {"space": space}, "byol": {"space": space}},
-            }
-        )
-    )
-    return tmp_path / "tuning.yaml"
+def test_the_heldout_ece_is_the_calibration_suites_twenty_bin_ece_computed_by_hand():
+    # two classes; (probability of class 0, label): confidence max(p, 1 - p), correct when the argmax is the label
+    cases = [(0.9, 0), (0.9, 1), (0.23, 1), (0.62, 0), (0.66, 0), (0.31, 0)]
+    p = torch.tensor([c for c, _ in cases], dtype=torch.float64)
+    logits = torch.stack([p.log(), (1 - p).log()], dim=1)
+    labels = torch.tensor([y for _, y in cases])
+    # bins of width 0.05: {0.9, 0.9}: accuracy 1/2; {0.77}: 1; {0.62}: 1; [0.65, 0.7) holds 0.66 (right) and 0.69
+    # (wrong, it predicts class 1): accuracy 1/2, confidence 0.675 (15 bins would split them at 2/3)
+    expected = (2 * abs(0.5 - 0.9) + abs(1 - 0.77) + abs(1 - 0.62) + 2 * abs(0.5 - 0.675)) / 6
+    assert heldout_ece(logits, labels) == pytest.approx(expected, abs=1e-9)
 
 
 @pytest.mark.parametrize(("classes", "near_ood"), [("0-7", None), ("0-5", "fashion-mnist:classes=6,7")])
@@ -232,6 +216,7 @@ def test_a_tuning_run_opens_no_test_file_loads_no_held_out_class_and_selects_by_
         result = read_json(cell / "eval.json")["heldout"]
         assert result["protocol"]["score_images"] == 200 and result["protocol"]["fit_images"] == 300
         assert ("near_ood_knn10_auroc" in result) == (near_ood is not None)
+        assert 0.0 <= result["linear_ece"] <= 1.0 and "20 equal-width bins" in result["protocol"]["ece"]
         scores[cell.name] = (result["linear_top1"], result["knn_top1"])
     assert len(scores) == 4
     selections = select(spec, published)
@@ -364,13 +349,6 @@ def test_extends_claims_keeps_only_the_named_claims_of_the_base(tmp_path):
     )
     with pytest.raises(ConfigError, match="extends.claims names nope"):
         load_benchmark(tmp_path / "bad.yaml")
-
-
-def run_script(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
-    script = root / "benchmarks" / "tune_study.py"
-    return subprocess.run([sys.executable, str(script), *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
 def test_the_script_reports_unfinished_trials_and_refuses_the_settings_until_all_have_run(tmp_path):
