@@ -100,13 +100,13 @@ def test_the_counter_sees_a_per_step_read(tiny_config, counter, monkeypatch):
     """The check itself: a method that reads its loss every step is caught."""
     from probcl.methods import simclr
 
-    real = simclr.nt_xent_loss
+    real = simclr.simclr_loss
 
     def reading_loss(*args, **kwargs):
         loss = real(*args, **kwargs)
         loss.item()
         return loss
 
-    monkeypatch.setattr(simclr, "nt_xent_loss", reading_loss)
+    monkeypatch.setattr(simclr, "simclr_loss", reading_loss)
     pretrain(tiny_config(**{"train.limit_train_batches": 13}), callbacks=[counter])
     assert counter.reads and all(any("item" in r for r in reads) for reads in counter.reads.values())
