@@ -98,8 +98,8 @@ def test_non_finite_loss_stops_with_message_and_keeps_checkpoint(tiny_config, mo
     before = RunPaths(cfg.run_dir).last.read_bytes()
     from probcl.methods import simclr
 
-    real = simclr.nt_xent_loss
-    monkeypatch.setattr(simclr, "nt_xent_loss", lambda *a, **k: real(*a, **k) * float("nan"))
+    real = simclr.simclr_loss
+    monkeypatch.setattr(simclr, "simclr_loss", lambda *a, **k: real(*a, **k) * float("nan"))
     with pytest.raises(TrainingDivergedError, match="loss became nan"):
         pretrain(tiny_config(run_name="nan", **{"train.epochs": 2}))
     assert RunPaths(cfg.run_dir).last.read_bytes() == before
