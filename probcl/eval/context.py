@@ -68,6 +68,7 @@ class ModelOnData:
     # policy for unreadable image files, and those met (each folder checked once, whatever the splits loaded)
     unreadable: UnreadableFiles = field(default_factory=lambda: UnreadableFiles("skip", ON_UNREADABLE_OPTION))
     requested_precision: str | None = None  # None: the run's train.precision (auto for a foreign encoder)
+    store_features: bool = True  # write computed features to RUN/feature-cache/ (read from it either way)
     _cache: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -278,7 +279,7 @@ class ModelOnData:
         if stored is not None:
             return stored
         features, labels = self.extract(data, description, layer)
-        if len(features) == len(data):
+        if self.store_features and len(features) == len(data):
             why = feature_cache.write_features(path, cache_key, features, labels)
             if why is not None:
                 self.note(f"features are not cached ({why})")

@@ -80,3 +80,8 @@ def test_a_rewritten_checkpoint_or_a_damaged_file_is_computed_again(run, extract
     assert extractions == [MAX_TRAIN, MAX_TRAIN]
     again, _ = features(run)  # the damaged file was rewritten
     assert extractions == [MAX_TRAIN, MAX_TRAIN] and torch.equal(again, fresh)
+
+
+def test_a_context_that_does_not_store_leaves_no_file(run, extractions):
+    features(run, store_features=False)
+    assert extractions == [MAX_TRAIN] and not list((run / "feature-cache").glob("*.pt"))
