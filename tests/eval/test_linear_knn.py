@@ -56,6 +56,26 @@ def test_agreement_with_sklearn():
     assert (ours == sk.predict(scaler.transform(xte.numpy()))).mean() > 0.98
 
 
+@pytest.mark.parametrize("chunk", [9, 1024])  # 9: many chunks through the reused buffers, a partial last one
+def test_weighted_knn_scores_are_the_hand_computed_ones(chunk):
+    """Class scores = sum over the k most cosine-similar training items of exp(sim / T), computed in float64 numpy,
+    and the plain kNN's neighbours are scikit-learn's, whatever the chunking."""
+    import numpy as np
+
+    xtr, ytr = blobs(spread=2.5, seed=4)
+    xte, _ = blobs(spread=2.5, seed=5, n_per_class=20)
+    scores, plain = knn_classify(xtr, ytr, xte, 5, k=10, temperature=0.5, plain_k=1, chunk=chunk)
+    a, b = xte.double().numpy(), xtr.double().numpy()
+    sims = (a / np.linalg.norm(a, axis=1, keepdims=True)) @ (b / np.linalg.norm(b, axis=1, keepdims=True)).T
+    expected = np.zeros((len(a), 5))
+    for row, sim in enumerate(sims):
+        top = np.argsort(-sim)[:10]
+        np.add.at(expected[row], ytr.numpy()[top], np.exp(sim[top] / 0.5))
+    assert scores is not None and np.allclose(scores.double().numpy(), expected, rtol=1e-5)
+    nearest = KNeighborsClassifier(n_neighbors=1).fit(xtr.numpy(), ytr.numpy()).predict(xte.numpy())
+    assert plain is not None and (plain.numpy() == nearest).all()
+
+
 def _probe_objective(x, y, probe, l2):
     """Mean cross-entropy + l2/2 ||W||^2 on standardized features, in float64 numpy (independent of torch)."""
     import numpy as np
