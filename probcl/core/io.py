@@ -36,6 +36,13 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], object]) 
         raise
 
 
+def file_identity(path: Path) -> dict[str, Any]:
+    """What changes when a file (a checkpoint) is rewritten: its resolved path, size and modification time; the
+    key of the caches derived from it."""
+    stat = path.stat()
+    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
 def write_error(path: Path, error: OSError) -> RunError:
     """The one-line error for a failed write (disk full, read-only folder, ...)."""
     return RunError(

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, NonNegative, Seed, check_bounds
+from probcl.core.io import file_identity
 from probcl.core.layout import RunPaths
 from probcl.core.names import FEATURE_LAYERS
 from probcl.data.info import DataInfo
@@ -28,6 +29,7 @@ from probcl.data.sources import ImageSource
 from probcl.data.specs import Split
 from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
 from probcl.errors import ConfigError, DatasetError
+from probcl.eval import feature_cache
 from probcl.eval.features import concat_batches, extract, pixel_features
 from probcl.eval.linear import LinearProbe, linear_probe
 from probcl.eval.linear_sgd import SGDProbeOptions, sgd_heldout_probe, sgd_linear_probe
@@ -66,6 +68,7 @@ class ModelOnData:
     # policy for unreadable image files, and those met (each folder checked once, whatever the splits loaded)
     unreadable: UnreadableFiles = field(default_factory=lambda: UnreadableFiles("skip", ON_UNREADABLE_OPTION))
     requested_precision: str | None = None  # None: the run's train.precision (auto for a foreign encoder)
+    store_features: bool = True  # write computed features to RUN/feature-cache/ (read from it either way)
     _cache: dict = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -242,13 +245,45 @@ class ModelOnData:
     def features(
         self, split: Split, spec: str | None = None, layer: str | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Cached (features, labels) of a split of ``spec`` (default: the training dataset)."""
+        """Cached (features, labels) of a split of ``spec`` (default: the training dataset): computed once per
+        context and, for a run's model, stored in ``RUN/feature-cache/`` for later contexts on the same checkpoint
+        (:mod:`probcl.eval.feature_cache`)."""
         layer = layer or self.feature_layer
         key = ("features", spec, split, layer)
         if key not in self._cache:
             data = self.dataset(spec, split)
-            self._cache[key] = self.extract(data, f"{layer} features: {data.name} {split}", layer)
+            description = f"{layer} features: {data.name} {split}"
+            if self.run_dir is None or layer == "pixels":  # an encoder without a run folder; pixels cost nothing
+                self._cache[key] = self.extract(data, description, layer)
+            else:
+                self._cache[key] = self._stored_features(data, split, layer, description)
         return self._cache[key]
+
+    def _stored_features(
+        self, data: ImageSource, split: Split, layer: str, description: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`extract`, read from ``RUN/feature-cache/`` when stored there for this checkpoint, layer,
+        precision, device and data, else computed and stored (unless images were skipped: their listing comes
+        from the extraction)."""
+        assert self.run_dir is not None
+        cache_key = {
+            "checkpoint": file_identity(Path(self.model.checkpoint_meta["path"])),
+            "layer": layer,
+            "precision": self.precision.precision,
+            "device": self.torch_device.type,
+            "data": {"name": data.name, "split": split, "images": len(data), "root": self.data_root},
+            "train_subset": {"max_train": self.max_train, "seed": self.seed} if split == "train" else None,
+        }
+        path = feature_cache.cache_path(self.run_dir, cache_key)
+        stored = feature_cache.read_features(path, cache_key)
+        if stored is not None:
+            return stored
+        features, labels = self.extract(data, description, layer)
+        if self.store_features and len(features) == len(data):
+            why = feature_cache.write_features(path, cache_key, features, labels)
+            if why is not None:
+                self.note(f"features are not cached ({why})")
+        return features, labels
 
     def split_features(
         self, split: Split, index: torch.Tensor, description: str, layer: str | None = None

@@ -34,12 +34,19 @@ def knn_classify(
     k = min(k, len(train) - int(exclude_self))
     plain_k = min(plain_k, len(train) - int(exclude_self))
     scores, predictions = [], []
+    # the chunk's Gram matrix and its cosine ranking in two buffers reused by every chunk: a fresh (chunk x N_train)
+    # tensor per chunk costs a page fault per 4 KiB (measured: 1024 x 60,000 float32, one thread, 90 ms per
+    # tensor, against 17 ms for the product by a row vector written into it)
+    rows_per_chunk = min(chunk, len(test))
+    gram_buffer = torch.empty(rows_per_chunk, len(train))
+    ranked_buffer = torch.empty(rows_per_chunk, len(train)) if k > 0 else None
     for start in range(0, len(test), chunk):
         part = test[start : start + chunk]
-        gram = part @ train.T
+        gram = torch.mm(part, train.T, out=gram_buffer[: len(part)])
         rows = torch.arange(gram.shape[0])
         if k > 0:
-            ranked = gram * train_inv_norm  # cosine up to each row's 1 / |a|
+            assert ranked_buffer is not None
+            ranked = torch.mul(gram, train_inv_norm, out=ranked_buffer[: len(part)])  # cosine up to 1 / |a|
             if exclude_self:
                 ranked[rows, rows + start] = float("-inf")
             top, top_idx = ranked.topk(k, dim=1)

@@ -44,6 +44,9 @@ class EvaluateSettings:
     on_unreadable: OnUnreadable = "skip"  # image files that cannot be read: skip (listed) or error (all named)
     # the precision of feature extraction: None = the run's train.precision (auto for an encoder), or one of these
     precision: Annotated[str | None, OneOf(PRECISIONS)] = None
+    # keep the features computed in RUN/feature-cache/ for later evaluations of the same checkpoint (about 2.7 kB an
+    # image for 1152-d bf16 features); a benchmark evaluating each cell once turns it off
+    store_features: bool = True
 
     def context(self, run_dir: Path | None, foreign: ForeignEncoder | None = None) -> ModelOnData:
         """The model (a run's, or ``foreign``) on its data, with these settings."""
@@ -59,6 +62,7 @@ class EvaluateSettings:
             foreign,
             UnreadableFiles(self.on_unreadable, ON_UNREADABLE_OPTION),
             self.precision,
+            self.store_features,
         )
 
 

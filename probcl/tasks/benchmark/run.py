@@ -128,6 +128,7 @@ def evaluate_cell(bench: BenchmarkConfig, cell: Cell, root: Path, suites: list[s
             data_root=e.data_root,
             options=options,
             figures=False,
+            store_features=False,  # each cell's suites run in one evaluation: a feature cache would only cost disk
         )
         evaluate_run(run_dir, missing, settings)
     return missing

@@ -24,12 +24,6 @@ def reference_version() -> str:
     return SCORES.fingerprint([id_reference, calibration, tails])
 
 
-def checkpoint_identity(path: Path) -> dict[str, Any]:
-    """What changes when a checkpoint is rewritten: its resolved path, size and modification time."""
-    stat = path.stat()
-    return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
-
-
 def cache_file(run: Path, dataset: str, options: ScoreOptions, kind: str = "reference", suffix: str = ".pt") -> Path:
     """``RUN/score-cache/{kind}-{digest}{suffix}``: one file per run, training dataset and reference options."""
     fields = {"version": reference_version(), "dataset": dataset, **options.cache_fields()}

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 import yaml
 
+from probcl.core.io import file_identity
 from probcl.core.layout import RunPaths, find_checkpoint
 from probcl.data.loaders import image_batches, load_dataset
 from probcl.data.sources import ImageSource
@@ -18,7 +19,7 @@ from probcl.data.specs import Split
 from probcl.eval.score_table import with_input_statistics
 from probcl.eval.scoring_network import ExportedOutputs, load_outputs
 from probcl.runtime.devices import resolve_device
-from probcl.tasks.score.cache import cache_file, checkpoint_identity, read_cache
+from probcl.tasks.score.cache import cache_file, read_cache
 from probcl.tasks.score.options import ScoreOptions
 from probcl.tasks.score.scorer import Batch, Scorer
 
@@ -41,7 +42,7 @@ class CachedScorer(Scorer):
             return None
         try:
             dataset = yaml.safe_load(config.read_text())["data"]["dataset"]
-            identity = checkpoint_identity(find_checkpoint(run))
+            identity = file_identity(find_checkpoint(run))
         except Exception:  # noqa: BLE001 - whatever is wrong, the model path reports it properly
             return None
         path = cache_file(run, dataset, options)

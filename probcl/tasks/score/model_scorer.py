@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from probcl.core.io import file_identity
 from probcl.core.layout import find_checkpoint
 from probcl.data.sources import ImageSource
 from probcl.data.specs import Split
@@ -21,7 +22,7 @@ from probcl.errors import DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.id_reference import IdReference, ReferenceOptions, fit_reference
 from probcl.eval.scoring_network import export_outputs
-from probcl.tasks.score.cache import cache_file, checkpoint_identity, read_cache, write_cache
+from probcl.tasks.score.cache import cache_file, read_cache, write_cache
 from probcl.tasks.score.options import ScoreOptions
 from probcl.tasks.score.probe import fit_probe
 from probcl.tasks.score.scorer import Batch, ProbeFn, Scorer
@@ -61,7 +62,7 @@ class ModelScorer(Scorer):
 
     def prepare(self) -> None:
         """The ID reference, probe and protocol: from the cache when it holds them for this checkpoint."""
-        identity = checkpoint_identity(find_checkpoint(self.run))
+        identity = file_identity(find_checkpoint(self.run))
         path = self.cache_path
         state = read_cache(path, identity) if self.options.cache else None
         self.cache = {"path": str(path), "hit": state is not None}

@@ -174,6 +174,7 @@ def test_tiny_benchmark_writes_reports_and_resumes(tmp_path):
     }
     assert {c["train"]["precision"] for c in results["cells"]} == trained_in
     assert results["precisions"] == sorted(trained_in)
+    assert not list(out.glob("cells/*/feature-cache"))  # cells are evaluated once: their features are not stored
     for group in results["groups"].values():
         assert group["metrics"]["linear/top1"]["n"] == 1 and group["metrics"]["linear/top1"]["std"] is None
         assert "ood/sets.inverted.msp.auroc" in group["metrics"] and "train/seconds_per_epoch" in group["metrics"]
