@@ -133,7 +133,10 @@ def _product_nt(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = No
     for one plain pass over x). The same product, summed in another order; float64 (a tight reference fit),
     other devices and builds without oneDNN use ``torch.mm``."""
     if a.dtype == torch.float32 and a.device.type == "cpu" and torch.backends.mkldnn.is_available():
-        return torch.ops.mkldnn._linear_pointwise(a, b, bias, "none", [], "")
+        try:  # a private op (torch's compiler uses it): a torch that changes it falls back to the GEMM below
+            return torch.ops.mkldnn._linear_pointwise(a, b, bias, "none", [], "")
+        except (AttributeError, RuntimeError, TypeError):
+            pass
     product = a @ b.T
     return product if bias is None else product.add_(bias)
 
