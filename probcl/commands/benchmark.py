@@ -20,7 +20,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--seeds",
         default=None,
         help="train only the cells of these seeds (comma-separated, e.g. 0,1,2): machines split a grid by seed, "
-        "so the cells of one seed, which paired comparisons read together, run on one kind of hardware",
+        "so the cells of one seed, which paired comparisons read together, run on one kind of hardware "
+        "(default: every seed)",
     )
     p.add_argument(
         "--no-report",

@@ -225,7 +225,9 @@ def test_a_tuning_run_opens_no_test_file_loads_no_held_out_class_and_selects_by_
         assert s.complete and s.winner is not None and s.winner.index == best
     tuned = tuned_tree(spec, selections)
     assert tuned["extends"] == "budget.yaml" and tuned["publish"] is None and tuned["out"] == "runs/tuned"
-    assert tuned["methods"]["simclr"]["overrides"] == draw_trials(spec)["simclr"][selections[0].winner.index]
+    simclr = next(s for s in selections if s.method == "simclr")
+    assert simclr.winner is not None
+    assert tuned["methods"]["simclr"]["overrides"] == draw_trials(spec)["simclr"][simclr.winner.index]
 
 
 def test_tuned_settings_are_refused_while_trials_are_unfinished(tmp_path):
