@@ -112,6 +112,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="skip RUN/report.md and RUN/report.html (and the t-SNE embedding map they show); "
         "the figures of the suites run are still drawn",
     )
+    p.add_argument(
+        "--no-feature-cache",
+        dest="store_features",
+        action="store_false",
+        help="do not keep the computed features in RUN/feature-cache/ (they are kept by default, ~2.7 kB an image "
+        "for 1152-d features, so a second evaluation of the checkpoint skips the encoder; a stored cache is "
+        "still read)",
+    )
     enc = p.add_argument_group("any encoder (instead of RUN)")
     enc.add_argument(
         "--weights",
@@ -183,7 +191,12 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         options_from_flags(
             EvaluateSettings,
             argparse.Namespace(**{**vars(args), "feature_layer": layer}),
-            {"batch_size": "--inference-batch-size", "feature_layer": "--features", "report": "--no-report"},
+            {
+                "batch_size": "--inference-batch-size",
+                "feature_layer": "--features",
+                "report": "--no-report",
+                "store_features": "--no-feature-cache",
+            },
             options=parse_suite_options(args.option),
             report=args.report and i == len(layers) - 1,
         )

@@ -85,3 +85,14 @@ def test_a_rewritten_checkpoint_or_a_damaged_file_is_computed_again(run, extract
 def test_a_context_that_does_not_store_leaves_no_file(run, extractions):
     features(run, store_features=False)
     assert extractions == [MAX_TRAIN] and not list((run / "feature-cache").glob("*.pt"))
+
+
+def test_the_cli_stores_features_unless_told_not_to(run, extractions):
+    """`probcl evaluate RUN` keeps the features; `--no-feature-cache` neither writes nor needs the cache."""
+    from probcl.cli import main
+
+    assert main(["evaluate", str(run), "--suite", "knn", "--max-train", str(MAX_TRAIN), "--no-report",
+                 "--no-feature-cache"]) == 0  # fmt: skip
+    assert extractions and not list((run / "feature-cache").glob("*.pt"))
+    assert main(["evaluate", str(run), "--suite", "knn", "--max-train", str(MAX_TRAIN), "--no-report"]) == 0
+    assert list((run / "feature-cache").glob("*.pt"))
