@@ -77,7 +77,9 @@ def counter(monkeypatch) -> ReadCounter:
     return counter
 
 
-@pytest.mark.parametrize("method", ["simclr", "moco", "byol", "simsiam", "tau-simclr", "vem-langevin", "vem-svgd"])
+@pytest.mark.parametrize(
+    "method", ["simclr", "moco", "byol", "simsiam", "tau-simclr", "vem-langevin", "vem-svgd", "simclr-pred"]
+)
 def test_no_tensor_reads_in_steps_that_do_not_log(method, tiny_config, counter):
     cfg = tiny_config(method=method, **{"train.limit_train_batches": 13, "train.progress_bar": True})
     pretrain(cfg, callbacks=[counter])
