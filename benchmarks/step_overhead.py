@@ -22,7 +22,7 @@ import platform
 import sys
 import tempfile
 import time
-from contextlib import redirect_stderr
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import numpy as np
@@ -75,10 +75,10 @@ def tiny_overrides(data: Path, run_dir: Path, steps: int, batch: int, accelerato
 
 
 def loop_seconds(data: Path, steps: int, batch: int, accelerator: str, bar: bool) -> float:
-    """Wall seconds of one in-process ``pretrain`` of ``steps`` steps (progress bar output discarded)."""
+    """Wall seconds of one in-process ``pretrain`` of ``steps`` steps (its banner and progress bar discarded)."""
     with tempfile.TemporaryDirectory() as run_dir:
         cfg = load_config(None, tiny_overrides(data, Path(run_dir), steps, batch, accelerator, bar))
-        with open(os.devnull, "w") as sink, redirect_stderr(sink):
+        with open(os.devnull, "w") as sink, redirect_stderr(sink), redirect_stdout(sink):
             start = time.perf_counter()
             pretrain(cfg)
             return time.perf_counter() - start
