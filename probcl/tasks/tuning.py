@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 HELDOUT_SUITES = ("heldout",)  # the suites that read the training split only
 SCALES = ("log", "linear", "log-complement")  # log-complement: log-uniform in 1 - x (EMA momenta near 1)
 TRIAL_SEPARATOR = "-t"  # a trial's method label: <method>-t<k>
+CONTROL_SUFFIX = "-preset"  # a preset control's label: <method>-preset
+CONTROL_INDEX = -1  # a preset control's trial number
 SIGNIFICANT_DIGITS = 3  # a drawn value is rounded to these, so that the configs read as written
 
 
@@ -99,6 +101,16 @@ class Selection:
 
 
 @dataclass
+class PresetControls:
+    """One more run per tuned method, at its preset's own settings (the budget's entry, nothing drawn), under the
+    same protocol and seeds as the trials, and the rule (written before any control runs) by which a winner
+    replaces its preset's defaults: when its selection metric beats the control's by more than ``margin``."""
+
+    margin: Annotated[float, NonNegative]  # points of the selection metric: a smaller gain is within run-to-run noise
+    rule: str  # the rule in words, for the report
+
+
+@dataclass
 class CandidateRule:
     """How new candidates are chosen against a seed method (written before any candidate trial runs; applied by
     :func:`probcl.tasks.candidates.choose`): within each candidate, the trial with the highest ``metric`` among
@@ -142,6 +154,7 @@ class TuningSpec:
     tuned_file: str | None = None  # the generated study config with the winners (beside this file)
     description: str = ""  # printed at the top of the trials' report
     candidates: CandidateRule | None = None  # new methods chosen against a seed method (probcl.tasks.candidates)
+    preset_controls: PresetControls | None = None  # each tuned method's preset run too: where does its winner win?
 
 
 def load_tuning(path: str | Path) -> tuple[TuningSpec, Path]:
@@ -242,8 +255,12 @@ def trial_label(method: str, k: int) -> str:
     return f"{method}{TRIAL_SEPARATOR}{k}"
 
 
+def control_label(method: str) -> str:
+    return f"{method}{CONTROL_SUFFIX}"
+
+
 def trials_tree(spec: TuningSpec, base_dir: Path) -> dict:
-    """The benchmark config whose cells are the trials (see the module docstring)."""
+    """The benchmark config whose cells are the trials (see the module docstring), then the preset controls."""
     budget = _budget(spec, base_dir)
     drawn = draw_trials(spec)
     methods = {}
@@ -251,6 +268,9 @@ def trials_tree(spec: TuningSpec, base_dir: Path) -> dict:
         for label in spec.methods:
             preset, overrides = method_entry(spec, budget, label)
             methods[trial_label(label, k)] = {"config": preset, "overrides": {**overrides, **drawn[label][k]}}
+    for label in spec.methods if spec.preset_controls else []:
+        preset, overrides = method_entry(spec, budget, label)
+        methods[control_label(label)] = {"config": preset, "overrides": overrides}
     metric_titles = {spec.selection.metric: "selection metric", **{m: "tie-break" for m in spec.selection.ties}}
     for metric in spec.candidates.readings if spec.candidates else []:
         metric_titles.setdefault(metric, "candidate rule")
@@ -351,10 +371,11 @@ class Trial:
 
 @dataclass
 class MethodSelection:
-    """A method's trials and, once every one has finished, its winner."""
+    """A method's trials and, once every one has finished, its winner; and its preset control, where run."""
 
     method: str
     trials: list[Trial]
+    control: Trial | None = None  # the method at its preset's own settings (index CONTROL_INDEX)
 
     @property
     def complete(self) -> bool:
@@ -374,8 +395,8 @@ def ran_on(record: dict) -> str:
 
 
 def select(spec: TuningSpec, published: Path) -> list[MethodSelection]:
-    """Every tuned method's trials as published under ``published/cells`` (cell.json and eval.json), and the
-    winner of each method whose trials have all finished."""
+    """Every tuned method's trials as published under ``published/cells`` (cell.json and eval.json), the winner
+    of each method whose trials have all finished, and its preset control where the file runs them."""
     drawn = draw_trials(spec)
     metrics = [spec.selection.metric, *spec.selection.ties]
     rule = spec.candidates
@@ -384,34 +405,100 @@ def select(spec: TuningSpec, published: Path) -> list[MethodSelection]:
         # a method of the candidate rule has finished a seed once the rule's readings are there too
         judged = rule is not None and label in (rule.seed, *rule.candidates)
         read = list(dict.fromkeys([*metrics, *(rule.readings if rule is not None and judged else [])]))
-        trials = []
-        for k, settings in enumerate(drawn[label]):
-            scores: dict[int, list[float] | None] = {}
-            hardware: dict[int, str] = {}
-            readings: dict[int, dict[str, float]] = {}
-            for seed in spec.seeds:
-                cell = published / "cells" / f"{trial_label(label, k)}-s{seed}"
-                record, evaluation = read_json(cell / "cell.json"), read_json(cell / "eval.json", {})
-                if record is not None:
-                    hardware[seed] = ran_on(record)
-                if record is not None and record.get("error") and not record.get("retry"):
-                    scores[seed] = [-math.inf] * len(metrics)  # diverged: the trial loses
-                    continue
-                values = [_metric(evaluation, m) for m in read]
-                if record is None or None in values:
-                    scores[seed] = None
-                    continue
-                readings[seed] = {m: v for m, v in zip(read, values, strict=True) if v is not None}
-                scores[seed] = [readings[seed][m] for m in metrics]
-            trials.append(Trial(label, k, settings, scores, hardware, readings))
-        selections.append(MethodSelection(label, trials))
+        trials = [
+            _read_trial(spec, published, label, k, trial_label(label, k), settings, metrics, read)
+            for k, settings in enumerate(drawn[label])
+        ]
+        control = None
+        if spec.preset_controls is not None:
+            cells = [published / "cells" / f"{control_label(label)}-s{seed}" for seed in spec.seeds]
+            settings = _preset_settings(cells, list(spec.methods[label].space))
+            control = _read_trial(spec, published, label, CONTROL_INDEX, control_label(label), settings, metrics, read)
+        selections.append(MethodSelection(label, trials, control))
     return selections
+
+
+def _read_trial(
+    spec: TuningSpec,
+    published: Path,
+    method: str,
+    index: int,
+    cell_label: str,
+    settings: dict[str, float],
+    metrics: list[str],
+    read: list[str],
+) -> Trial:
+    """The trial ``cell_label``'s published seeds: their scores (None: unfinished; -inf: diverged), hardware and
+    every reading of ``read``."""
+    scores: dict[int, list[float] | None] = {}
+    hardware: dict[int, str] = {}
+    readings: dict[int, dict[str, float]] = {}
+    for seed in spec.seeds:
+        cell = published / "cells" / f"{cell_label}-s{seed}"
+        record, evaluation = read_json(cell / "cell.json"), read_json(cell / "eval.json", {})
+        if record is not None:
+            hardware[seed] = ran_on(record)
+        if record is not None and record.get("error") and not record.get("retry"):
+            scores[seed] = [-math.inf] * len(metrics)  # diverged: the trial loses
+            continue
+        values = [_metric(evaluation, m) for m in read]
+        if record is None or None in values:
+            scores[seed] = None
+            continue
+        readings[seed] = {m: v for m, v in zip(read, values, strict=True) if v is not None}
+        scores[seed] = [readings[seed][m] for m in metrics]
+    return Trial(method, index, settings, scores, hardware, readings)
+
+
+def _preset_settings(cells: list[Path], keys: list[str]) -> dict[str, float]:
+    """The tuned settings' values in a control's run config (its published ``config.yaml``; NaN before it ran)."""
+    import yaml
+
+    for cell in cells:
+        if (cell / "config.yaml").is_file():
+            tree = yaml.safe_load((cell / "config.yaml").read_text()) or {}
+            return {key: float(_dotted(tree, key)) for key in keys}
+    return {key: math.nan for key in keys}
+
+
+def _dotted(tree: dict, key: str) -> Any:
+    for part in key.split("."):
+        tree = tree[part]
+    return tree
+
+
+@dataclass(frozen=True)
+class PresetVerdict:
+    """Whether a method's winner replaces its preset's defaults (:class:`PresetControls`)."""
+
+    method: str
+    gain: float | None  # the winner's selection metric minus the control's; None: the control diverged
+    replace: bool  # the gain exceeds the margin (or the control diverged)
+    settings: dict[str, float]  # the winner's settings
+
+
+def preset_verdicts(spec: TuningSpec, selections: list[MethodSelection]) -> list[PresetVerdict]:
+    """The preset-control rule applied to each method whose trials and control have all finished."""
+    if spec.preset_controls is None:
+        return []
+    verdicts = []
+    for s in selections:
+        winner, control = s.winner, s.control
+        if winner is None or control is None or not control.complete:
+            continue
+        gain = None if control.diverged else winner.means[0] - control.means[0]
+        replace = gain is None or gain > spec.preset_controls.margin
+        verdicts.append(PresetVerdict(s.method, gain, replace, dict(winner.settings)))
+    return verdicts
 
 
 def selection_markdown(spec: TuningSpec, selections: list[MethodSelection]) -> str:
     """Per method: every trial's settings and held-out scores, and the winner (or how many trials are left)."""
     metrics = [spec.selection.metric, *spec.selection.ties]
     lines = [f"Rule: {spec.selection.rule.strip()}", ""]
+    if spec.preset_controls is not None:
+        lines += [f"Preset controls: {spec.preset_controls.rule.strip()}", ""]
+    verdicts = {v.method: v for v in preset_verdicts(spec, selections)}
     for s in selections:
         done = sum(t.complete for t in s.trials)
         winner = s.winner
@@ -424,18 +511,37 @@ def selection_markdown(spec: TuningSpec, selections: list[MethodSelection]) -> s
             "| trial | " + " | ".join(s.trials[0].settings) + " | " + " | ".join(metrics) + " | ran on |",
             "| ---: | " + " | ".join("---:" for _ in [*s.trials[0].settings, *metrics]) + " | --- |",
         ]
-        for t in s.trials:
+        for t in [*s.trials, *([s.control] if s.control is not None else [])]:
             scores = [f"{v:.2f}" for v in t.means] if t.complete else ["-"] * len(metrics)
+            name = "preset" if t.index == CONTROL_INDEX else str(t.index)
             mark = " **(winner)**" if winner is t else ""
             lines.append(
-                f"| {t.index}{mark} | "
-                + " | ".join(f"{v:g}" for v in t.settings.values())
+                f"| {name}{mark} | "
+                + " | ".join("-" if math.isnan(v) else f"{v:g}" for v in t.settings.values())
                 + " | "
                 + " | ".join(scores)
                 + f" | {', '.join(sorted(set(t.hardware.values()))) or '-'} |"
             )
         lines.append("")
+        lines += _verdict_lines(spec, verdicts.get(s.method))
     return "\n".join(lines)
+
+
+def _verdict_lines(spec: TuningSpec, verdict: PresetVerdict | None) -> list[str]:
+    """The preset-control rule's outcome for one method, as report lines (none without controls)."""
+    if spec.preset_controls is None:
+        return []
+    if verdict is None:
+        return ["Preset control: not finished (or the trials are not), no verdict yet.", ""]
+    margin = spec.preset_controls.margin
+    if verdict.gain is None:
+        return ["Preset control: diverged; the preset takes the winner's settings.", ""]
+    outcome = (
+        "the preset takes the winner's settings"
+        if verdict.replace
+        else "within the margin: the preset keeps its settings"
+    )
+    return [f"Winner - preset control: {verdict.gain:+.2f} (margin {margin:g}): {outcome}.", ""]
 
 
 def hardware_check(spec: TuningSpec, selections: list[MethodSelection], other: Path) -> str:

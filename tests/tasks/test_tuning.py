@@ -75,9 +75,11 @@ def test_every_main_grid_method_gets_the_same_trials_within_its_declared_ranges(
                 assert p.low <= value <= p.high and p.why.strip()
     bench, _ = load_benchmark("fashion-mnist/study-v3-tuning-trials")
     cells = grid(bench)
-    assert len(cells) == 80
+    assert len(cells) == 90
     # trial 0 of every method first, then trial 1, ...: stopped anywhere, the budgets differ by one trial at most
     assert {c.method for c in cells[:10]} == {f"{m}-t0" for m in MAIN_GRID}
+    # then each method's preset control (tests/tasks/test_preset_controls.py), which is not a trial
+    assert {c.method for c in cells[80:]} == {f"{m}-preset" for m in MAIN_GRID}
     assert "simclr" not in bench.methods  # SimCLR's hand-tuned preset is not a trial
 
 
