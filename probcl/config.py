@@ -173,6 +173,12 @@ class AugmentConfig:
     solarize_prob: tuple[float, float] | None = None  # probability of solarizing (view 1, view 2)
     noise_std: Annotated[float | None, NonNegative] = None  # std of added Gaussian pixel noise (EBCLR's views)
     normalize: Literal["dataset", "symmetric"] = "dataset"  # dataset mean/std, or [0,1] -> [-1,1]
+    # whose code makes the colour, grayscale, blur, solarize and noise steps (the crop and flip are probcl's in
+    # every case): kornia's, or device (probcl/data/intensity.py: the same distributions, with nothing read back
+    # from the device, which a GPU waits for; kornia's colour jitter reads 5 times a view). auto: device where the
+    # views are made on CUDA, kornia elsewhere: on a CPU a read costs nothing, and kornia keeps CPU runs
+    # bit-identical to the published ones (the same random streams)
+    backend: Literal["auto", "kornia", "device"] = "auto"
 
 
 @dataclass
@@ -301,6 +307,8 @@ NOT_THE_RECIPE: dict[str, tuple[str, ...]] = {
     "": ("run_dir", "init"),
     # where the images are and how they are read
     "data": ("root", "num_workers", "download", "on_unreadable"),
+    # whose code draws the views: the same distributions, other random streams (as precision changes the arithmetic)
+    "augment": ("backend",),
     # how fast, how it is watched and how often it is saved; not what the run learns
     "train": (
         "precision",

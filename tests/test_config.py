@@ -150,6 +150,7 @@ def test_recipe_leaves_out_locations_and_runtime_settings():
     moved["run_dir"], moved["init"] = "elsewhere", "some/run"
     moved["train"]["precision"], moved["train"]["loggers"] = "bf16-mixed", ["wandb"]
     moved["data"]["root"] = "/mnt/data"
+    moved["augment"]["backend"] = "device"  # whose code draws the views: the same distributions
     assert recipe(moved) == recipe(saved) and recipe_changes(saved, moved) == []
     assert "run_dir" not in recipe(saved) and "precision" not in recipe(saved)["train"]
     assert recipe(saved)["train"]["batch_size"] == saved["train"]["batch_size"]

@@ -98,7 +98,11 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
         self.hp = hp if hp is not None else self.params(self.cfg)
         self.normalizer = Normalizer(self.data_info.mean, self.data_info.std)
         self.views = ViewGenerator(
-            resolve_view_params(self.cfg.augment), self.data_info.image_size, self.data_info.channels, self.normalizer
+            resolve_view_params(self.cfg.augment),
+            self.data_info.image_size,
+            self.data_info.channels,
+            self.normalizer,
+            self.cfg.augment.backend,
         )
         self.backbone = build_backbone(self.cfg.model, self.data_info.channels)
         if self.cfg.init:  # before build(): momentum copies of the backbone start from the same weights

@@ -26,6 +26,7 @@ from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import EnergyModel
 from probcl.report.plots import save_figure
 from probcl.runs.loading import load_run
+from probcl.runs.resume import seed_all
 from probcl.samplers.sgld import proximal_sgld
 
 Start = Literal["noise", "data"]
@@ -84,7 +85,7 @@ def draw_samples(model: SSLMethod, data: ImageSource, options: SampleOptions | N
     sigma = settings.sigma_min if o.sigma is None else o.sigma
     device = model.device
     generator = torch.Generator().manual_seed(o.seed)
-    torch.manual_seed(o.seed)
+    seed_all(o.seed)  # python's random too: the device views (augment.backend) draw their colour order from it
     reference = model.views.view(_random_images(data, o.reference_size, generator).to(device), 1)
     z_ref = model.energy_reference(reference)
     low, high = model.normalizer.bounds()

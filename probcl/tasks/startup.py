@@ -17,7 +17,7 @@ import lightning.pytorch as pl
 import torch
 
 from probcl.config import VIEW_PRESETS, Config
-from probcl.data.augment import resolve_view_params
+from probcl.data.augment import resolve_backend, resolve_view_params
 from probcl.data.sources import ImageSource
 from probcl.errors import ConfigError
 
@@ -82,7 +82,7 @@ class StartupSummary:
     channels_note: str  # how the channel count was chosen, where it was not given
     image_size: int
     size_note: str  # how the size was chosen, where data.image_size does not give it and the images do not
-    augment: str  # augment.preset and the recipe it resolves to (ViewParams.describe), with a note where it matters
+    augment: str  # augment.preset, its recipe (ViewParams.describe) with a note where it matters, and the backend
     batch_size: int
     processes: int
     steps_per_epoch: int
@@ -147,14 +147,17 @@ def size_note(cfg: Config) -> str:
     return "a folder's default, whatever size its images are; data.image_size sets it"
 
 
-def augment_line(cfg: Config, channels: int) -> str:
-    """``augment.preset``, its recipe, and a note when a recipe for gray images meets colour ones."""
+def augment_line(cfg: Config, channels: int, device: torch.device) -> str:
+    """``augment.preset``, its recipe, a note when a recipe for gray images meets colour ones, and the backend
+    that makes the views on ``device`` (``augment.backend``; what ``auto`` chose, and where)."""
     params = resolve_view_params(cfg.augment)
     line = f"{cfg.augment.preset}: {params.describe()}"
     if channels == 3 and not params.colour_distortion and cfg.augment.preset != "none":
         colour = ", ".join(name for name, p in VIEW_PRESETS.items() if p.colour_distortion)
         line += f" (no colour distortion on colour images: augment.preset {colour} have one)"
-    return line
+    backend = cfg.augment.backend
+    line += f"; backend {resolve_backend(backend, device)}"
+    return line + (f" (auto on {device.type})" if backend == "auto" else "")
 
 
 def summarize(cfg: Config, train: ImageSource, trainer: pl.Trainer) -> StartupSummary:
@@ -173,7 +176,7 @@ def summarize(cfg: Config, train: ImageSource, trainer: pl.Trainer) -> StartupSu
         channels_note=train.channels_note or ("data.channels" if cfg.data.channels != "auto" else ""),
         image_size=train.image_size,
         size_note=size_note(cfg),
-        augment=augment_line(cfg, train.channels),
+        augment=augment_line(cfg, train.channels, device),
         batch_size=t.batch_size,
         processes=processes,
         steps_per_epoch=steps,

@@ -234,3 +234,21 @@ def test_exploding_gradients_stop_with_the_culprits_named(tiny_config):
 
     with pytest.raises(TrainingDivergedError, match="sgld.step_size.*clamp.*lam"):
         pretrain(cfg)
+
+
+def test_samples_of_a_run_with_device_views_repeat_for_a_seed(tiny_config, tmp_path):
+    """The device views (augment.backend device) draw their colour order from python's random, which
+    draw_samples seeds from its seed as it does torch's: one seed, one set of samples, whatever came before."""
+    import random
+
+    from probcl.tasks.pretrain import pretrain
+    from probcl.tasks.sample import SampleOptions, sample_run
+
+    views = {"augment.preset": "ebclr-color", "data.channels": 3, "augment.backend": "device"}
+    root = pretrain(tiny_config("ebclr", **{**TINY, **views}))
+    options = SampleOptions(num=2, steps=2, reference_size=8, start="data")
+    drawn = []
+    for state in (1, 2):
+        random.seed(state)
+        drawn.append(sample_run(root, options, out=tmp_path / f"{state}.png", device="cpu")[1].images)
+    assert torch.equal(drawn[0], drawn[1])

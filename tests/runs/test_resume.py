@@ -134,6 +134,26 @@ def test_a_bf16_mixed_run_resumes_bit_identical(tiny_config, method, step):
     assert_same_run(reference, Path(cfg.run_dir))
 
 
+def test_a_run_with_device_views_resumes_bit_identical_and_a_kornia_run_resumes_with_them(tiny_config):
+    """augment.backend device (auto's choice on CUDA) draws its jitter order from python's random, which the
+    exact resume re-seeds before every step as it does torch's. The backend is not part of the recipe, and the
+    state dict is the same under both: a run made with kornia's views resumes with the device's."""
+    views = {"augment.preset": "byol", "data.channels": 3}  # jitter, grayscale, blur; solarize has kornia state
+    device = {**RUN, **views, "augment.backend": "device"}
+    reference = pretrain(tiny_config(run_name="device-reference", **device))
+    cfg = tiny_config(run_name="device-resumed", **device)
+    with pytest.raises(Killed):
+        pretrain(cfg, callbacks=[KillAt(3, "batch")])
+    pretrain(cfg)
+    assert_same_run(reference, Path(cfg.run_dir))
+
+    kornia = tiny_config(run_name="kornia-then-device", **{**RUN, **views, "augment.backend": "kornia"})
+    with pytest.raises(Killed):
+        pretrain(kornia, callbacks=[KillAt(3, "batch")])
+    resumed = pretrain(tiny_config(run_name="kornia-then-device", **device))
+    assert torch.load(RunPaths(resumed).last, weights_only=False)["global_step"] == 8
+
+
 def test_kill_inside_a_checkpoint_write_keeps_the_previous_one(tiny_config, references, monkeypatch):
     """The epoch-end checkpoint write (step 4) dies half-way: last.ckpt stays the step-2 one."""
     cfg = tiny_config("simclr", run_name="torn", **RUN)

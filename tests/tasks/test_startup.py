@@ -132,17 +132,32 @@ def test_a_folder_says_its_default_size_and_a_gray_recipe_on_colour_images_says_
     from probcl.config import load_config
     from probcl.tasks.startup import augment_line, size_note
 
+    cpu = torch.device("cpu")
     folder = load_config(None, {"data": {"dataset": "folder:/photos"}})
     assert "a folder's default" in size_note(folder) and "data.image_size" in size_note(folder)
     assert size_note(load_config(None, {"data": {"dataset": "folder:/photos", "image_size": 32}})) == ""
     assert size_note(load_config(None, {})) == ""  # fashion-mnist: its native 28 px
     # the default preset, small, jitters brightness and contrast only (saturation, hue 0) and never grays a view
-    line = augment_line(folder, channels=3)
+    line = augment_line(folder, channels=3, device=cpu)
     assert line.startswith("small: crop 0.4-1 of the area, flip 0.5, jitter 0.4/0.4/0/0")
     assert "no colour distortion on colour images: augment.preset simclr, byol, moco, ebclr-color" in line
-    assert "no colour distortion" not in augment_line(folder, channels=1)
+    assert "no colour distortion" not in augment_line(folder, channels=1, device=cpu)
     simclr = load_config(None, {"data": {"dataset": "folder:/photos"}, "augment": {"preset": "simclr"}})
-    assert augment_line(simclr, channels=3) == (
+    assert augment_line(simclr, channels=3, device=cpu) == (
         "simclr: crop 0.08-1 of the area, flip 0.5, jitter 0.8/0.8/0.8/0.2 (brightness/contrast/saturation/hue) "
-        "p 0.8, grayscale p 0.2, blur p 0.5/0.5"
+        "p 0.8, grayscale p 0.2, blur p 0.5/0.5; backend kornia (auto on cpu)"
     )
+
+
+def test_the_augment_line_names_the_backend_that_makes_the_views():
+    from probcl.config import load_config
+    from probcl.tasks.startup import augment_line
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    auto = load_config(None, {})
+    assert augment_line(auto, channels=1, device=cpu).endswith("; backend kornia (auto on cpu)")
+    assert augment_line(auto, channels=1, device=cuda).endswith("; backend device (auto on cuda)")
+    for backend in ("kornia", "device"):
+        chosen = load_config(None, {"augment": {"backend": backend}})
+        for device in (cpu, cuda):
+            assert augment_line(chosen, channels=1, device=device).endswith(f"; backend {backend}")
