@@ -8,6 +8,11 @@ folder holding ``ood-scores.npz`` (the ``ood`` suite writes it).
     python benchmarks/ood_default_rule.py --develop runs/study-v3/cells/*-s0 \\
         --confirm runs/study-v3/cells/*-s1 runs/study-v3/cells/*-s2 --out docs/results/ood-default/confirmation.json
 
+Without ``--confirm`` it reports the choice alone (the development ranking), before any confirmation cell exists:
+
+    python benchmarks/ood_default_rule.py --develop runs/study-v3/cells/*-s0 \\
+        --out docs/results/ood-default/development.json
+
 Writes the JSON and a Markdown table next to it (same name, ``.md``), and prints the table.
 """
 
@@ -29,21 +34,26 @@ def load_cells(folders: list[str]) -> dict:
 
 
 def apply_rule(develop: list[str], confirm: list[str], candidate: str | None, near: Sequence[str] = ()) -> dict:
-    """The chosen candidate (on ``develop``, unless ``candidate`` names it) and its verdicts on ``confirm``; ``near``
-    names near-OOD sets besides held-out classes of the training dataset."""
+    """The chosen candidate (on ``develop``, unless ``candidate`` names it) and its verdicts on ``confirm`` (none:
+    the choice alone); ``near`` names near-OOD sets besides held-out classes of the training dataset."""
     if candidate is None and not develop:
         raise ConfigError("name the development cells (--develop) or the candidate (--candidate)")
     development = choose(load_cells(develop), near=near) if develop else None
     chosen = candidate or (development or {})["chosen"]
     if chosen not in CANDIDATES:
         raise ConfigError(f"unknown candidate {chosen!r}; valid: {', '.join(CANDIDATES)}")
-    cells = load_cells(confirm)
-    verdicts = [judge_cell(cell, scores, CANDIDATES[chosen], near=near) for cell, scores in cells.items()]
-    return {
+    result = {
         "candidate": chosen,
         "combination": list(CANDIDATES[chosen]),
         "target": vars(TARGET),
         "development": {"cells": [Path(f).name for f in develop], **(development or {})},
+    }
+    if not confirm:  # the choice alone, before any confirmation cell exists
+        return result
+    cells = load_cells(confirm)
+    verdicts = [judge_cell(cell, scores, CANDIDATES[chosen], near=near) for cell, scores in cells.items()]
+    return {
+        **result,
         "confirmation": {
             "cells": {
                 v.cell: {"sets": v.sets, "acceptance": v.acceptance, "acceptance_met": v.acceptance_met}
@@ -57,7 +67,6 @@ def apply_rule(develop: list[str], confirm: list[str], candidate: str | None, ne
 def markdown(result: dict) -> str:
     """The confirmation table: per cell and OOD set, the default's AUROC, the best single score's and
     Mahalanobis's; then per set how many cells meet the target."""
-    confirmation = result["confirmation"]
     lines = []
     if result["development"].get("ranking"):
         lines += [
@@ -73,6 +82,16 @@ def markdown(result: dict) -> str:
             worst = max((e["worst_shortfall"] for e in summary["sets"].values()), default=0.0)
             lines.append(f"| {entry['candidate']} | {'yes' if summary['met'] else 'no'} | {hits} | {worst:.3f} |")
         lines.append("")
+    if "confirmation" not in result:
+        return "\n".join(
+            [
+                *lines,
+                f"Chosen on the development cells: **{result['candidate']}** "
+                f"({', '.join(result['combination'])}); no confirmation cell judged yet.",
+                "",
+            ]
+        )
+    confirmation = result["confirmation"]
     lines += [
         f"Default candidate: **{result['candidate']}** ({', '.join(result['combination'])}); "
         f"target met: **{'yes' if confirmation['summary']['met'] else 'no'}**.",
@@ -107,7 +126,9 @@ def markdown(result: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--develop", nargs="*", default=[], help="development cell folders (choose the candidate)")
-    parser.add_argument("--confirm", nargs="+", required=True, help="confirmation cell folders (judge it)")
+    parser.add_argument(
+        "--confirm", nargs="*", default=[], help="confirmation cell folders (judge it); none: the choice alone"
+    )
     parser.add_argument("--candidate", default=None, help=f"skip the choice: one of {', '.join(CANDIDATES)}")
     parser.add_argument("--near", nargs="*", default=[], help="near-OOD sets besides held-out training classes")
     parser.add_argument("--out", default="docs/results/ood-default/confirmation.json")

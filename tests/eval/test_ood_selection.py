@@ -121,6 +121,18 @@ def test_confirmation_table_follows_the_target_with_scikit_learn_aurocs(cells, t
         script.apply_rule([], folders(confirm), "nope")
 
 
+def test_without_confirmation_cells_the_script_reports_the_choice_alone(cells):
+    root, develop, _ = cells
+    script = rule_script()
+    folders = [str(root / n) for n in develop]
+    alone = script.apply_rule(folders, [], None)
+    assert "confirmation" not in alone
+    assert alone["candidate"] == script.apply_rule(folders, folders, None)["candidate"]  # the same choice
+    markdown = script.markdown(alone)
+    assert f"Chosen on the development cells: **{alone['candidate']}**" in markdown
+    assert "no confirmation cell judged yet" in markdown and "| cell | OOD set |" not in markdown
+
+
 def test_the_written_rule_names_the_candidates_and_target_the_code_applies():
     import re
 
