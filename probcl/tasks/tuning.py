@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -343,7 +344,7 @@ class Trial:
 
     method: str
     index: int
-    settings: dict[str, float]
+    settings: dict[str, float | None]  # a control's: None until it has run
     scores: dict[int, list[float] | None]  # seed -> [metric, *ties]; [-inf, ...] for a diverged run
     hardware: dict[int, str] = field(default_factory=dict)  # seed -> where it ran (GPU name, else "CPU")
     readings: dict[int, dict[str, float]] = field(default_factory=dict)  # seed -> every metric read (not diverged)
@@ -424,7 +425,7 @@ def _read_trial(
     method: str,
     index: int,
     cell_label: str,
-    settings: dict[str, float],
+    settings: Mapping[str, float | None],
     metrics: list[str],
     read: list[str],
 ) -> Trial:
@@ -447,18 +448,18 @@ def _read_trial(
             continue
         readings[seed] = {m: v for m, v in zip(read, values, strict=True) if v is not None}
         scores[seed] = [readings[seed][m] for m in metrics]
-    return Trial(method, index, settings, scores, hardware, readings)
+    return Trial(method, index, dict(settings), scores, hardware, readings)
 
 
-def _preset_settings(cells: list[Path], keys: list[str]) -> dict[str, float]:
-    """The tuned settings' values in a control's run config (its published ``config.yaml``; NaN before it ran)."""
+def _preset_settings(cells: list[Path], keys: list[str]) -> dict[str, float | None]:
+    """The tuned settings' values in a control's run config (its published ``config.yaml``; None before it ran)."""
     import yaml
 
     for cell in cells:
         if (cell / "config.yaml").is_file():
             tree = yaml.safe_load((cell / "config.yaml").read_text()) or {}
             return {key: float(_dotted(tree, key)) for key in keys}
-    return {key: math.nan for key in keys}
+    return dict.fromkeys(keys)
 
 
 def _dotted(tree: dict, key: str) -> Any:
@@ -474,7 +475,7 @@ class PresetVerdict:
     method: str
     gain: float | None  # the winner's selection metric minus the control's; None: the control diverged
     replace: bool  # the gain exceeds the margin (or the control diverged)
-    settings: dict[str, float]  # the winner's settings
+    settings: dict[str, float | None]  # the winner's settings
 
 
 def preset_verdicts(spec: TuningSpec, selections: list[MethodSelection]) -> list[PresetVerdict]:
@@ -517,7 +518,7 @@ def selection_markdown(spec: TuningSpec, selections: list[MethodSelection]) -> s
             mark = " **(winner)**" if winner is t else ""
             lines.append(
                 f"| {name}{mark} | "
-                + " | ".join("-" if math.isnan(v) else f"{v:g}" for v in t.settings.values())
+                + " | ".join("-" if v is None else f"{v:g}" for v in t.settings.values())
                 + " | "
                 + " | ".join(scores)
                 + f" | {', '.join(sorted(set(t.hardware.values()))) or '-'} |"
