@@ -73,6 +73,13 @@ def test_near_sets_are_held_out_classes_of_the_training_data():
     assert (
         is_near(NEAR, "fashion-mnist") and not is_near(FAR, "fashion-mnist") and not is_near("mnist", "fashion-mnist")
     )
+    # a run on a class filter of the dataset (the study's cells: classes 0-7) holds the other classes out
+    assert (
+        is_near(NEAR, "fashion-mnist:classes=0-7")
+        and is_near("fashion-mnist:classes=2,6", "fashion-mnist:classes=0,1,3,4,5,7,8,9")
+        and not is_near(FAR, "fashion-mnist:classes=0-7")
+        and not is_near("mnist:classes=0-1", "fashion-mnist:classes=0-7")
+    )
 
 
 def test_confirmation_table_follows_the_target_with_scikit_learn_aurocs(cells, tmp_path):

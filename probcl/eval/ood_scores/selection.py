@@ -49,8 +49,9 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 
 
 def is_near(set_name: str, train_dataset: str) -> bool:
-    """Held-out classes of the training dataset (``fashion-mnist:classes=8-9``): near OOD; everything else far."""
-    return set_name.split(":", 1)[0] == train_dataset and ":classes=" in set_name
+    """Held-out classes of the training dataset (``fashion-mnist:classes=8-9`` for a run on ``fashion-mnist`` or on
+    ``fashion-mnist:classes=0-7``): near OOD; everything else far."""
+    return set_name.split(":", 1)[0] == train_dataset.split(":", 1)[0] and ":classes=" in set_name
 
 
 @dataclass
