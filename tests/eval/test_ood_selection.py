@@ -15,7 +15,7 @@ from sklearn.metrics import roc_auc_score
 
 from probcl.errors import ConfigError
 from probcl.eval.ood_scores.per_image import ID_CALIBRATION, ID_TEST, PerImageScores, load_scores, save_scores
-from probcl.eval.ood_scores.selection import CANDIDATES, TARGET, is_near
+from probcl.eval.ood_scores.selection import CANDIDATES, TARGET, is_near, judge_cell, with_own_scores
 
 ROOT = Path(__file__).resolve().parents[2]
 NEAR, FAR = "fashion-mnist:classes=8-9", "noise:gaussian"
@@ -138,6 +138,27 @@ def test_without_confirmation_cells_the_script_reports_the_choice_alone(cells):
     markdown = script.markdown(alone)
     assert f"Chosen on the development cells: **{alone['candidate']}**" in markdown
     assert "no confirmation cell judged yet" in markdown and "| cell | OOD set |" not in markdown
+
+
+def test_a_methods_own_uncertainty_joins_every_candidate_as_it_joins_the_default(tmp_path):
+    """TaU's temperature separates the near set perfectly here and Mahalanobis barely: judged with the temperature
+    (as the default combination decides on TaU's runs), the one-score candidate becomes a combination that
+    reaches the separation; a score the default does not take (knn50) does not join."""
+    g = torch.Generator().manual_seed(3)
+    own = "uncertainty:neg_u"
+    names = ["mahalanobis", "knn50", own]
+
+    def draw(n: int, shift: dict[str, float]) -> dict[str, torch.Tensor]:
+        return {s: torch.randn(n, generator=g) + shift.get(s, 0.0) for s in names}
+
+    sets = {ID_CALIBRATION: draw(800, {}), ID_TEST: draw(800, {}), NEAR: draw(300, {"mahalanobis": 0.3, own: 8.0})}
+    scores = PerImageScores(sets, {"dataset": "fashion-mnist:classes=0-7", "tpr": 0.95, "seed": 0, "run": "tau"})
+    assert with_own_scores(("mahalanobis",), names) == ("mahalanobis", own)
+    row = judge_cell("tau-s0", scores, CANDIDATES["mahalanobis"]).sets[NEAR]
+    labels = np.r_[np.zeros(800), np.ones(300)]
+    alone = roc_auc_score(labels, np.r_[sets[ID_TEST]["mahalanobis"].numpy(), sets[NEAR]["mahalanobis"].numpy()])
+    assert row["near"] and row["mahalanobis"] == pytest.approx(alone, abs=2e-3) and alone < 0.7
+    assert row["auroc"] > 0.99  # the combined score, with the temperature
 
 
 def test_the_written_rule_names_the_candidates_and_target_the_code_applies():

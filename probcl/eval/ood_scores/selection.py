@@ -7,7 +7,9 @@ is calibrated exactly as the ``ood`` suite calibrates (:class:`~probcl.eval.ood_
 on the ID calibration half, the cell's seed and TPR) and judged on the held-out ID half and each OOD set against
 :data:`TARGET`: per OOD set, AUROC >= the best single registered score's - ``margin``, on near-OOD sets also >=
 Mahalanobis's, on far-OOD sets >= ``far_auroc``; per cell, ID acceptance within ``acceptance_tolerance`` of the
-promised TPR. The target is met when each of those holds in >= ``share`` of the cells.
+promised TPR. The target is met when each of those holds in >= ``share`` of the cells. The method's own uncertainty
+scores that the default combination takes (TaU's temperature, C-SimCLR's vMF density, EBCLR's image energy) join
+every candidate on the cells that saved them, as they join the default (:func:`with_own_scores`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from probcl.errors import ConfigError
 from probcl.eval.ood import auroc
 from probcl.eval.ood_scores.calibration import COMBINED, Calibration
 from probcl.eval.ood_scores.per_image import ID_CALIBRATION, ID_TEST, PerImageScores
+from probcl.eval.ood_scores.registry import SCORES
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,13 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
 }
 
 
+def with_own_scores(combination: Sequence[str], saved: Collection[str]) -> tuple[str, ...]:
+    """``combination`` and the method's own uncertainty scores among ``saved`` that the default takes (kind "own
+    uncertainty", ``in_default``): a candidate is judged as the default would decide on that method's runs."""
+    own = [name for name in saved if SCORES.get(name).kind == "own uncertainty" and SCORES.get(name).in_default]
+    return tuple(dict.fromkeys([*combination, *own]))
+
+
 def is_near(set_name: str, train_dataset: str) -> bool:
     """Held-out classes of the training dataset (``fashion-mnist:classes=8-9`` for a run on ``fashion-mnist`` or on
     ``fashion-mnist:classes=0-7``): near OOD; everything else far."""
@@ -72,13 +82,15 @@ def judge_cell(
     target: Target = TARGET,
     near: Collection[str] = (),
 ) -> CellVerdict:
-    """Calibrate ``combination`` on the cell's ID calibration half and judge it on the rest (module docstring);
-    ``near`` names near-OOD sets besides the held-out classes of the training dataset."""
+    """Calibrate ``combination`` (with the method's own scores: :func:`with_own_scores`) on the cell's ID
+    calibration half and judge it on the rest (module docstring); ``near`` names near-OOD sets besides the held-out
+    classes of the training dataset."""
     missing = [s for s in combination if s not in scores.sets[ID_CALIBRATION]]
     if missing:
         raise ConfigError(f"{cell}: no saved scores for {', '.join(missing)}")
     meta = scores.meta
     names = list(scores.sets[ID_CALIBRATION])
+    combination = with_own_scores(combination, names)
     calibration = Calibration.fit(scores.sets[ID_CALIBRATION], names, combination, meta["tpr"], meta["seed"])
     decide = COMBINED if len(combination) > 1 else combination[0]
 
