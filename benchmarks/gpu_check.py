@@ -11,7 +11,8 @@ on synthetic images of the preset's shape (so nothing is downloaded), in one pro
 - **pipeline**: views made on the device + the step, outside Lightning;
 - **loop**: ``probcl.tasks.pretrain.pretrain`` (what ``probcl pretrain`` runs, minus interpreter start-up),
   steady state from its ``--skip``-th step to its last, timed by a callback that synchronises the device at those
-  two steps only; with ``train.deterministic`` on and off (torch.compile off: its compile time is not a rate);
+  two steps only; with ``train.deterministic`` on and off, and with kornia's views (``augment.backend: kornia``)
+  beside the device's own (torch.compile off: its compile time is not a rate);
 - **profile**: ``torch.profiler`` over a few steps of the loop: the top operations by device time and the share of
   the wall time the device was busy (the rest is time outside the model: host work the device waited for);
 - **step overhead** of the loop on a model with negligible arithmetic (``benchmarks/step_overhead.py``).
@@ -175,11 +176,14 @@ def check_preset(config: str, data: Path, device: torch.device, args: argparse.N
 
     rows["pipeline (views + step, no Lightning)"] = {"images_per_s": rate(pipeline_step, images, batch, args.steps, 3)}
     steps = args.skip + args.steps
-    for deterministic in ("false", "true"):
+    # augment.backend auto is the device's own views on CUDA; kornia's (which read back 5-6 times a view) beside it
+    for deterministic, backend in (("false", "auto"), ("true", "auto"), ("false", "kornia")):
         clock = SteadyStateClock(args.skip)
         run = {**overrides, "train.limit_train_batches": steps, "train.deterministic": deterministic}
-        quiet_pretrain(run, config, [clock])
-        rows[f"probcl pretrain loop, deterministic {deterministic}"] = {"images_per_s": clock.images_per_second(batch)}
+        quiet_pretrain({**run, "augment.backend": backend}, config, [clock])
+        views = ", kornia views" if backend == "kornia" else ""
+        name = f"probcl pretrain loop, deterministic {deterministic}{views}"
+        rows[name] = {"images_per_s": clock.images_per_second(batch)}
     profiler = StepProfiler(args.skip, args.profile_steps)
     profile_run = {**overrides, "train.limit_train_batches": args.skip + args.profile_steps + 1}
     quiet_pretrain(profile_run, config, [profiler])
