@@ -181,8 +181,8 @@ def check_preset(config: str, data: Path, device: torch.device, args: argparse.N
         clock = SteadyStateClock(args.skip)
         run = {**overrides, "train.limit_train_batches": steps, "train.deterministic": deterministic}
         quiet_pretrain({**run, "augment.backend": backend}, config, [clock])
-        views = ", kornia views" if backend == "kornia" else ""
-        name = f"probcl pretrain loop, deterministic {deterministic}{views}"
+        which = ", kornia views" if backend == "kornia" else ""
+        name = f"probcl pretrain loop, deterministic {deterministic}{which}"
         rows[name] = {"images_per_s": clock.images_per_second(batch)}
     profiler = StepProfiler(args.skip, args.profile_steps)
     profile_run = {**overrides, "train.limit_train_batches": args.skip + args.profile_steps + 1}
