@@ -140,24 +140,34 @@ class ColourJitter(nn.Module):
         return self.transform(x, self.sample(x))
 
 
-class RandomGrayscale(nn.Module):
-    """Each RGB image replaced by its luma in all three channels with probability ``p`` (kornia's
-    ``RandomGrayscale``; not clamped)."""
+class _RandomApply(nn.Module):
+    """With probability ``p`` per sample, the image function :meth:`image_op` (subclasses name it)."""
 
     def __init__(self, p: float) -> None:
         super().__init__()
         self.p = p
 
+    def image_op(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
     def sample(self, x: torch.Tensor) -> torch.Tensor | None:
-        """The samples turned gray (None: all)."""
+        """The samples transformed (None: all)."""
         return _applied(self.p, x.shape[0], x.device)
 
     def transform(self, x: torch.Tensor, applied: torch.Tensor | None) -> torch.Tensor:
-        """``x`` with the ``applied`` samples gray."""
-        return _select(applied, luma(x).expand_as(x), x)
+        """``x`` with the ``applied`` samples transformed."""
+        return _select(applied, self.image_op(x), x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.transform(x, self.sample(x))
+
+
+class RandomGrayscale(_RandomApply):
+    """Each RGB image replaced by its luma in all three channels with probability ``p`` (kornia's
+    ``RandomGrayscale``; not clamped)."""
+
+    def image_op(self, x: torch.Tensor) -> torch.Tensor:
+        return luma(x).expand_as(x)
 
 
 @dataclass(frozen=True)
@@ -214,24 +224,12 @@ def solarize(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x < SOLARIZE_THRESHOLD, x, 1 - x)
 
 
-class RandomSolarize(nn.Module):
+class RandomSolarize(_RandomApply):
     """kornia's ``RandomSolarize(thresholds=0, additions=0, p=p)`` (probcl's only setting): with probability
     ``p`` per sample, :func:`solarize`."""
 
-    def __init__(self, p: float) -> None:
-        super().__init__()
-        self.p = p
-
-    def sample(self, x: torch.Tensor) -> torch.Tensor | None:
-        """The samples solarized (None: all)."""
-        return _applied(self.p, x.shape[0], x.device)
-
-    def transform(self, x: torch.Tensor, applied: torch.Tensor | None) -> torch.Tensor:
-        """``x`` with the ``applied`` samples solarized."""
-        return _select(applied, solarize(x), x)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.transform(x, self.sample(x))
+    def image_op(self, x: torch.Tensor) -> torch.Tensor:
+        return solarize(x)
 
 
 class GaussianNoise(nn.Module):
