@@ -215,11 +215,11 @@ def test_score_parquet_holds_the_same_rows_as_csv(tau_run, tmp_path):
         np.testing.assert_allclose([float(v) for v in table[column]], [float(r[column]) for r in rows], rtol=1e-6)
 
 
-@pytest.mark.parametrize("preset", ["fashion-mnist/tau-simclr", "cifar10/tau-simclr", "cifar10/tau-moco"])
+@pytest.mark.parametrize("preset", ["cifar10/tau-simclr", "cifar10/tau-moco"])
 def test_tau_presets_train_at_the_authors_learning_rate(preset):
     """The TaU authors train TaU at Adam lr 1e-4 (docs/methods/tau.md#from-the-authors-code), 10-20x below their
     baselines: at SimCLR's tuned 2e-3 every input's u runs onto the sigmoid's bound, where the temperature stops
-    ranking inputs."""
+    ranking inputs. (The Fashion-MNIST preset's lr is study v3's tuned one: tests/tasks/test_tuned_presets.py.)"""
     from probcl.core.presets import resolve_config_path
 
     optim = load_config(resolve_config_path(preset)).optim
