@@ -246,8 +246,8 @@ class TrainConfig:
     devices: Any = "auto"  # int, list of ids or "auto"
     strategy: str = "auto"  # auto | ddp | ddp_spawn | ...
     num_nodes: Annotated[int, AtLeast(1)] = 1  # machines for multi-node DDP
-    # "auto": bf16-mixed where the device computes bf16 natively, else 32-true (probcl/runtime/precision.py); bf16 costs
-    # no accuracy on three FMNIST presets x three seeds (docs/results/bf16-check, docs/speed.md).
+    # "auto": bf16-mixed on a CPU that computes bf16 natively, else 32-true (on CUDA too: bf16 measured slower there;
+    # probcl/runtime/precision.py); bf16 costs no accuracy on three FMNIST presets x three seeds (docs/speed.md).
     precision: str = "auto"  # auto | 32-true | bf16-mixed | 16-mixed (Lightning's names)
     channels_last: bool = True  # NHWC memory format for conv backbones (faster convolutions on CPU and GPU)
     compile: bool = False  # torch.compile the backbone (pays off for long runs; first steps compile)

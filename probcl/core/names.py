@@ -1,6 +1,6 @@
 """Names the CLI and the config check before anything heavy is imported: precisions and feature layers."""
 
-AUTO = "auto"  # bf16-mixed where the device computes bf16 natively, else 32-true (probcl.runtime.precision)
+AUTO = "auto"  # precision: bf16-mixed on a CPU with native bf16, else 32-true (probcl.runtime.precision)
 BF16 = "bf16-mixed"
 FP32 = "32-true"
 PRECISIONS = (AUTO, FP32, BF16)  # what evaluation takes (training takes any of Lightning's precision names)

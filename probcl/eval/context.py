@@ -148,7 +148,7 @@ class ModelOnData:
     @cached_property
     def precision(self) -> PrecisionChoice:
         """The precision features are extracted in: :attr:`requested_precision` when set, else the run's
-        ``train.precision`` on this device (``auto``: bf16 where the device computes it natively), as the model
+        ``train.precision`` on this device (``auto``: bf16 on a CPU that computes it natively), as the model
         trained; ``auto`` for a foreign encoder."""
         requested = self.requested_precision or (self.model.cfg.train.precision if self.foreign is None else "auto")
         return resolve_precision(requested, self.torch_device)

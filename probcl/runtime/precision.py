@@ -1,7 +1,8 @@
-"""``train.precision: auto``: bf16 mixed precision where the device computes bf16 natively, 32-bit elsewhere.
+"""``train.precision: auto``: bf16 mixed precision where a CPU computes bf16 natively, 32-bit elsewhere.
 
-A device computes bf16 natively when its matrix units take bf16 operands: a CUDA GPU for which
-``torch.cuda.is_bf16_supported(including_emulation=False)`` holds (Ampere and newer), or a CPU with
+On CUDA ``auto`` keeps float32 even where the GPU has native bf16
+(``torch.cuda.is_bf16_supported(including_emulation=False)``, Ampere and newer): measured on an H200, bf16
+autocast did not pay for this library's presets (:data:`CUDA_FP32_REASON`). A CPU computes bf16 natively with
 AVX512-BF16 or AMX (Intel Cooper Lake / Sapphire Rapids and newer, AMD Zen 4 and newer), or an Arm CPU
 with the BF16 extension. On other CPUs bf16 is emulated: slower than float32 and less accurate, so
 ``auto`` keeps 32-bit there. The facts come from torch's cpuinfo checks (``torch.cpu._is_avx512_bf16_supported``,
@@ -27,6 +28,12 @@ from probcl.core.names import AUTO, BF16, FP32
 # cpuinfo check reports for AMX, whose every implementation so far includes AMX-BF16.
 NATIVE_BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16", "amx_tile", "bf16")
 _BF16_PRECISIONS = ("bf16-mixed", "bf16", "bf16-true")
+# On CUDA, auto keeps float32 (cuDNN computes its convolutions in TF32 on Ampere and newer): on an H200 bf16 autocast
+# ran the Fashion-MNIST CNN at 0.72-0.89x and ResNet-18 at 0.82-1.16x of float32's best rate (docs/speed.md).
+CUDA_FP32_REASON = (
+    "the GPU has native bf16, but bf16 autocast measured 0.72-0.89x of float32's rate for the small CNN and "
+    "0.82-1.16x for ResNet-18 on an H200; --precision bf16-mixed to try it on yours"
+)
 
 
 @dataclass(frozen=True)
@@ -58,13 +65,13 @@ class PrecisionChoice:
 
 
 def choose_precision(requested: str, facts: HardwareFacts) -> PrecisionChoice:
-    """``requested`` as given, unless it is ``auto``: then bf16-mixed where ``facts`` show native bf16, else
-    32-true; the reason names the deciding fact."""
+    """``requested`` as given, unless it is ``auto``: then bf16-mixed where ``facts`` show a CPU with native bf16,
+    else 32-true; the reason names the deciding fact."""
     if requested != AUTO:
         return PrecisionChoice(requested, requested, "set in the config")
     if facts.device == "cuda":
-        if facts.cuda_bf16:
-            return PrecisionChoice(AUTO, BF16, "the GPU computes bf16 natively")
+        if facts.cuda_bf16:  # measured, not assumed: docs/speed.md "On a GPU", three H200 runs
+            return PrecisionChoice(AUTO, FP32, CUDA_FP32_REASON)
         return PrecisionChoice(AUTO, FP32, "the GPU has no native bf16 (pre-Ampere)")
     if facts.device != "cpu":
         return PrecisionChoice(AUTO, FP32, f"no bf16 check for accelerator {facts.device}")
