@@ -312,7 +312,7 @@ def test_v3_studies_take_the_tuning_winners_six_seeds_and_a_second_split(tmp_pat
     assert set(bench.claims) >= {"ebclr-accuracy", "vem-accuracy", "tau-ood", "ceb-accuracy"}
 
     long, base = load_benchmark(folder / "study-v3-long.yaml")
-    deciding = {"simclr", "vem-langevin", "c-simclr", "byol", "c-byol"}
+    deciding = {"simclr", "vem-langevin", "c-simclr", "byol", "c-byol", "simclr-pred"}  # + issue 45's own method
     assert {m for m in long.methods if method_seeds(long, m) == six} == deciding
     assert all(method_seeds(long, m) == three for m in set(long.methods) - deciding)
     assert long.overrides["train.epochs"] == 30
@@ -322,11 +322,11 @@ def test_v3_studies_take_the_tuning_winners_six_seeds_and_a_second_split(tmp_pat
     )
 
     split2, base = load_benchmark(folder / "study-v3-split2.yaml")
-    assert set(split2.methods) == {"simclr", "tau-simclr", "simclr-dropout", "ebclr", "c-simclr"}
+    assert set(split2.methods) == {"simclr", "tau-simclr", "simclr-dropout", "ebclr", "c-simclr", "simclr-pred"}
     assert all(method_seeds(split2, m) == six for m in split2.methods) and split2.seed_ensembles == ["simclr"]
     assert split2.overrides["data.dataset"] == "fashion-mnist:classes=0,1,3,4,5,7,8,9"
     assert split2.suite_options["ood"]["datasets"] == ["fashion-mnist:classes=2,6", "digits"]
-    assert set(split2.claims) == {"tau-ood-split2"} and not split2.budgets
+    assert set(split2.claims) == {"tau-ood-split2", "own-method-split2"} and not split2.budgets
     assert not any("8-9" in str(v) for v in split2.headline.values())
     tau = cell_settings(split2, base, Cell("tau-simclr", 3))
     assert tau["optim"]["lr"] == winners["tau-simclr"]["optim.lr"]
