@@ -41,7 +41,9 @@ def test_the_winner_is_simclr_pred_trial_1():
     assert (WINNER, TRIAL) == ("simclr-pred", 1)  # the rule's outcome, committed before any confirmation cell
 
 
-@pytest.mark.parametrize("study", ["fashion-mnist/study-v3", "fashion-mnist/study-v3-long", "fashion-mnist/study-v3-split2"])
+@pytest.mark.parametrize(
+    "study", ["fashion-mnist/study-v3", "fashion-mnist/study-v3-long", "fashion-mnist/study-v3-split2"]
+)
 def test_each_confirmation_cell_trains_the_winning_trial(study, tmp_path):
     trial = _cell("fashion-mnist/dev-tuning-trials", f"{WINNER}-t{TRIAL}", tmp_path)
     cell = _cell(study, WINNER, tmp_path)
