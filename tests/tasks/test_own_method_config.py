@@ -12,7 +12,7 @@ import pytest
 
 from probcl.config import load_config
 from probcl.core.presets import resolve_config_path
-from probcl.core.typed_config import to_plain
+from probcl.core.typed_config import dotted, to_plain
 from probcl.tasks.benchmark.grid import cell_config, grid, load_benchmark
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,17 +24,10 @@ TRIAL = SELECTION["candidates"]["chosen"][WINNER]["trial"]
 STUDY_ONLY = {"data.dataset", "run_dir", "train.monitor_every_n_epochs"}
 
 
-def _flat(tree: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in tree.items():
-        out |= _flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value}
-    return out
-
-
 def _cell(config: str, label: str, tmp_path: Path) -> dict[str, Any]:
     bench, path = load_benchmark(config)
     (cell,) = [c for c in grid(bench) if c.method == label and c.seed == 0]
-    return _flat(to_plain(cell_config(bench, cell, tmp_path, path.parent)))
+    return dotted(to_plain(cell_config(bench, cell, tmp_path, path.parent)))
 
 
 def test_the_winner_is_simclr_pred_trial_1():
@@ -57,6 +50,6 @@ def test_each_confirmation_cell_trains_the_winning_trial(study, tmp_path):
 def test_the_methods_preset_holds_the_winners_settings():
     bench, _ = load_benchmark("fashion-mnist/dev-tuning-trials")
     settings = bench.methods[f"{WINNER}-t{TRIAL}"]["overrides"]
-    preset = _flat(to_plain(load_config(resolve_config_path(f"fashion-mnist/{WINNER}"))))
+    preset = dotted(to_plain(load_config(resolve_config_path(f"fashion-mnist/{WINNER}"))))
     for key, value in settings.items():
         assert preset[key] == pytest.approx(value, rel=1e-2), key

@@ -6,24 +6,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from probcl.config import load_config
 from probcl.core.presets import resolve_config_path
-from probcl.core.typed_config import to_plain
+from probcl.core.typed_config import dotted, to_plain
 from probcl.tasks.tuning import load_tuning
 
 ROOT = Path(__file__).resolve().parents[2]
 PRESET_CONTROLS = json.loads((ROOT / "docs/results/study-v3-tuning/selection.json").read_text())["preset_controls"]
 VERDICTS = PRESET_CONTROLS["verdicts"]
-
-
-def _dotted(tree: dict, key: str) -> Any:
-    for part in key.split("."):
-        tree = tree[part]
-    return tree
 
 
 def test_every_tuned_method_has_a_verdict():
@@ -35,10 +28,10 @@ def test_every_tuned_method_has_a_verdict():
 def test_each_fashion_mnist_preset_holds_the_settings_its_preset_control_chose(method):
     verdict = VERDICTS[method]
     chosen = verdict["settings"] if verdict["replace"] else PRESET_CONTROLS["controls"][method]["settings"]
-    config = to_plain(load_config(resolve_config_path(f"fashion-mnist/{method}")))
+    config = dotted(to_plain(load_config(resolve_config_path(f"fashion-mnist/{method}"))))
     for key, value in chosen.items():
         # the presets write the winners' values as the trials file does, to 3 significant digits
-        assert _dotted(config, key) == pytest.approx(value, rel=1e-2), (
-            f"fashion-mnist/{method}.yaml: {key} is {_dotted(config, key)}, study v3's preset rule chose {value} "
+        assert config[key] == pytest.approx(value, rel=1e-2), (
+            f"fashion-mnist/{method}.yaml: {key} is {config[key]}, study v3's preset rule chose {value} "
             f"({'the winner' if verdict['replace'] else 'the preset control'}; docs/results/study-v3-tuning)"
         )
