@@ -192,6 +192,11 @@ def labeled_subset(labels: torch.Tensor, fraction: float, seed: int = 0) -> torc
     """Indices of a class-stratified ``fraction`` of the labeled items (at least one per class)."""
     if not 0 < fraction <= 1:
         raise ConfigError(f"labeled fraction must be in (0, 1], got {fraction}")
+    if not bool((labels >= 0).any()):
+        raise DatasetError(
+            "the dataset has no class labels, which this step needs (a linear probe, kNN, calibration, ...): give a "
+            "folder with one subfolder per class, or choose suites that need no labels (e.g. --suite ood)"
+        )
     generator = torch.Generator().manual_seed(seed)
     chosen = []
     for cls in torch.unique(labels[labels >= 0]):
