@@ -153,7 +153,7 @@ class RunLock:
         it (a dead holder's is taken over, and said so); raises RunInUseError when another holds it, and
         _NotTheLock when the name no longer points at ``fd``'s file."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _flock_or_orphan(fd)
         except BlockingIOError:
             if not self._names(fd):
                 raise _NotTheLock() from None
@@ -185,6 +185,12 @@ class RunLock:
     def _in_use(self, owner: dict | None) -> RunInUseError:
         owner = owner or {}
         holder = f"`probcl {owner.get('command', '?')}` (pid {owner.get('pid', '?')} on {owner.get('host', '?')})"
+        if owner.get("host") == socket.gethostname() and not _alive(int(owner.get("pid", -1))):
+            return RunInUseError(
+                f"{self.root} is in use: {holder} is no longer running, but a process it started still holds its "
+                f"lock (for example a data-loading worker); stop that process, or choose another --run-dir.",
+                holder,
+            )
         return RunInUseError(
             f"{self.root} is in use by {holder}; wait for it to finish or choose another --run-dir. "
             f"If that process is gone, delete {self.path}.",
@@ -228,6 +234,27 @@ def _close_inherited_locks() -> None:
 
 
 os.register_at_fork(after_in_child=_close_inherited_locks)
+
+
+ORPHAN_GRACE_S = 2.0  # how long a dead holder's forked child may take to close its copy of the lock
+
+
+def _flock_or_orphan(fd: int) -> None:
+    """Take the ``flock`` of ``fd`` without blocking; raises BlockingIOError when it is held. One case waits a
+    little: the owner named in the file is dead (on this host) yet the ``flock`` is held. That is a child it
+    forked just before it died, which holds a copy of the descriptor until its fork hook closes it
+    (microseconds, more on a loaded machine); waiting ``ORPHAN_GRACE_S`` turns that race into a takeover."""
+    deadline = time.monotonic() + ORPHAN_GRACE_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            owner = _read_owner(fd)
+            orphaned = owner is not None and owner["host"] == socket.gethostname() and not _alive(owner["pid"])
+            if not orphaned or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _read_owner(fd: int) -> dict | None:

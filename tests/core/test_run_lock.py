@@ -43,13 +43,12 @@ def test_a_lock_of_another_host_is_respected(tmp_path):
 
 
 def test_a_stale_lock_is_taken_over_and_said_so(tmp_path, capsys):
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    _write_lock(tmp_path / "run", dead.pid)
+    dead = _dead_pid()
+    _write_lock(tmp_path / "run", dead)
     with RunLock(tmp_path / "run", "pretrain"):
         owner = json.loads((tmp_path / "run" / ".lock").read_text())
         assert owner["pid"] == os.getpid() and owner["host"] == socket.gethostname()
-    assert f"its owner (pid {dead.pid}) is no longer running" in capsys.readouterr().err
+    assert f"its owner (pid {dead}) is no longer running" in capsys.readouterr().err
     assert not (tmp_path / "run" / ".lock").exists()
 
 
@@ -73,9 +72,11 @@ from probcl.core.run_lock import RunLock
 with RunLock(sys.argv[1], "pretrain"):
     child = os.fork()  # as a DataLoader worker is forked
     if child == 0:
+        # the fork hooks have run once fork() returns here: the child's copy of the lock is closed. The child, not
+        # the parent, says so: a pid printed by the parent may reach the test before the child has run at all
+        print(os.getpid(), flush=True)
         sys.stdin.read()  # lives until the test closes the pipe
         os._exit(0)
-    print(child, flush=True)
     sys.stdin.read()
 """
 
@@ -85,7 +86,7 @@ def test_a_killed_holder_is_taken_over_even_while_its_forked_child_lives(tmp_pat
         [sys.executable, "-c", HOLD_THEN_FORK, str(tmp_path / "run")], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
     assert holder.stdin is not None and holder.stdout is not None
-    child = int(holder.stdout.readline())  # the lock is held and the child forked
+    child = int(holder.stdout.readline())  # the lock is held, the child forked and its copy closed
     try:
         with pytest.raises(RunError, match=f"in use by `probcl pretrain` \\(pid {holder.pid} on "):
             with RunLock(tmp_path / "run", "evaluate"):
@@ -101,6 +102,44 @@ def test_a_killed_holder_is_taken_over_even_while_its_forked_child_lives(tmp_pat
         holder.stdin.close()
         holder.kill()
         holder.wait()
+
+
+HOLD_FLOCK_FOR = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _dead_pid() -> int:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    return dead.pid
+
+
+@pytest.mark.parametrize("hold_s", [0.5, 30.0])
+def test_a_dead_holders_leftover_child_is_waited_for_briefly_then_named(tmp_path, hold_s):
+    """The file names a dead process while another (its forked child) still holds the flock: a child that lets go
+    within the grace period is waited for (takeover); one that keeps it gives an error saying what holds it."""
+    dead = _dead_pid()
+    _write_lock(tmp_path / "run", dead)
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLD_FLOCK_FOR, str(tmp_path / "run" / ".lock"), str(hold_s)], stdout=subprocess.PIPE
+    )
+    try:
+        assert child.stdout is not None and child.stdout.readline() == b"held\n"
+        if hold_s < 1:
+            with RunLock(tmp_path / "run", "evaluate"):
+                assert json.loads((tmp_path / "run" / ".lock").read_text())["pid"] == os.getpid()
+        else:
+            with pytest.raises(RunError, match=f"pid {dead} on .* is no longer running, but a process it started"):
+                with RunLock(tmp_path / "run", "evaluate"):
+                    pass
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_processes_taking_one_lock_in_turn_never_hold_it_together(tmp_path):
