@@ -11,6 +11,7 @@ import pytest
 from conftest import reproducible_rows
 
 from benchmarks.lock_stress import stress
+from probcl.core import run_lock
 from probcl.core.layout import RunPaths
 from probcl.core.run_lock import RunLock
 from probcl.errors import RunError
@@ -119,10 +120,11 @@ def _dead_pid() -> int:
     return dead.pid
 
 
-@pytest.mark.parametrize("hold_s", [0.5, 30.0])
-def test_a_dead_holders_leftover_child_is_waited_for_briefly_then_named(tmp_path, hold_s):
+@pytest.mark.parametrize("hold_s", [0.3, 30.0])
+def test_a_dead_holders_leftover_child_is_waited_for_briefly_then_named(tmp_path, monkeypatch, hold_s):
     """The file names a dead process while another (its forked child) still holds the flock: a child that lets go
     within the grace period is waited for (takeover); one that keeps it gives an error saying what holds it."""
+    monkeypatch.setattr(run_lock, "ORPHAN_GRACE_S", 20.0 if hold_s < 1 else 0.5)  # wide margins on a loaded machine
     dead = _dead_pid()
     _write_lock(tmp_path / "run", dead)
     child = subprocess.Popen(
