@@ -1,0 +1,53 @@
+"""benchmarks/study_cost.py: CPU-hours per group from the cells' own records, checked on hand-computed cells."""
+
+import json
+
+import pytest
+
+from benchmarks.study_cost import cost_of, group_of, main
+
+
+def _cell(root, name, seconds, eval_seconds=(), threads=1, gpu=None, started=0, per_epoch=None, epochs=6):
+    folder = root / "cells" / name
+    folder.mkdir(parents=True)
+    record = {
+        "seconds": seconds,
+        "epochs": epochs,
+        "started_at_epoch": started,
+        "seconds_per_epoch": per_epoch,
+        "provenance": {"cpu": "AMD EPYC", "torch_threads": threads, "gpu": gpu},
+    }
+    (folder / "cell.json").write_text(json.dumps(record))
+    if eval_seconds:
+        suites = {f"suite{i}": {"protocol": {"seconds": s}} for i, s in enumerate(eval_seconds)}
+        (folder / "eval.json").write_text(json.dumps(suites))
+
+
+def test_groups_drop_the_seed_and_the_trial():
+    assert group_of("simclr-b16-authors-s3") == "simclr-b16-authors"
+    assert group_of("byol-t4-s0") == group_of("byol-preset-s0") == group_of("byol-s5") == "byol"
+
+
+def test_hours_by_hand(tmp_path):
+    _cell(tmp_path, "simclr-s0", 3600, (1800, 1800))  # fresh: 1 h training, 1 h evaluation
+    _cell(tmp_path, "simclr-s1", 100, threads=2, started=3, per_epoch=600)  # resumed: 600 s x 6 epochs x 2 threads
+    _cell(tmp_path, "simclr-s2", 0, started=6)  # resumed with nothing left: the group's median rate (600 s) x 6
+    _cell(tmp_path, "moco-s0", 120, (60,), gpu="NVIDIA H200")  # on a GPU: 3 cell-minutes, no CPU-hours
+    cost = cost_of(tmp_path)
+    simclr, moco = cost["groups"]["simclr"], cost["groups"]["moco"]
+    assert simclr["cpu_cells"] == 3 and simclr["gpu_cells"] == 0 and simclr["estimated"] == 1
+    assert simclr["cpu_hours_train"] == pytest.approx(1 + 2 * 1 + 1)
+    assert simclr["cpu_hours_eval"] == pytest.approx(1)
+    assert (moco["gpu_cells"], moco["cpu_hours_train"], moco["gpu_minutes"]) == (1, 0, pytest.approx(3))
+    assert cost["total"]["cpu_hours_train"] == pytest.approx(4)
+
+
+def test_writes_json_and_markdown_and_refuses_a_folder_without_cells(tmp_path, capsys):
+    _cell(tmp_path / "study", "simclr-s0", 3600, (3600,))
+    out = tmp_path / "cost.json"
+    assert main([str(tmp_path / "study"), "--out", str(out)]) == 0
+    assert "All folders: **2.0 CPU-hours**" in capsys.readouterr().out
+    assert json.loads(out.read_text())["folders"][0]["total"]["cpu_hours_eval"] == pytest.approx(1)
+    assert "| simclr | 1 | 1.00 | 1.00 | 0 | 0.0 |" in out.with_suffix(".md").read_text()
+    with pytest.raises(SystemExit):
+        main([str(tmp_path / "nowhere")])
