@@ -74,8 +74,12 @@ __all__ = [
 
 OnUnreadable = Literal["skip", "error"]  # what to do with image files that cannot be read
 # the inference batch (images per forward pass) of every entry point that runs a trained model: embed, project,
-# uncertainty, evaluate (CLI and Python), the benchmark's evaluations; a setting, not part of any result
-INFERENCE_BATCH_SIZE = 512
+# uncertainty, evaluate (CLI and Python), the benchmark's evaluations; a setting, not part of any result (a model in
+# eval mode computes each image alone: the features agree to float32 rounding at any batch size, bit for bit for the
+# Fashion-MNIST CNN at 64-1024). 128, not 512: on 2 CPU cores a batch's activations then stay in cache, 1.8x faster
+# for that CNN in bf16 and 2.0x in float32, 1.2x for ResNet-18 on 32x32 images in bf16 (docs/speed.md, 2026-11-28);
+# a GPU may want more (--inference-batch-size)
+INFERENCE_BATCH_SIZE = 128
 
 
 @dataclass

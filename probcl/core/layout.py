@@ -88,6 +88,16 @@ def exported_weights(path: Path) -> Path | None:
     )
 
 
+def results_folder(run: str | Path) -> Path:
+    """Where results about ``run`` are written (eval.json, plots, caches): a run directory itself; for a checkpoint
+    file, the run directory whose ``checkpoints/`` holds it, else the folder the file is in."""
+    run = Path(run)
+    if run.is_dir():
+        return run
+    folder = run.parent
+    return folder.parent if folder == RunPaths(folder.parent).checkpoints else folder
+
+
 def find_checkpoint(run: str | Path, which: str = "last") -> Path:
     """The checkpoint file of a run directory (``last`` or ``best``), or ``run`` itself if it is a file."""
     run = Path(run)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -34,12 +34,16 @@ from probcl.eval.features import concat_batches, extract, pixel_features
 from probcl.eval.linear import LinearProbe, linear_probe
 from probcl.eval.linear_sgd import SGDProbeOptions, sgd_heldout_probe, sgd_linear_probe
 from probcl.eval.provenance import encoder_record, evaluated_model
-from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import HasUncertainty
+from probcl.models.checkpoint import RunBackbone, RunCheckpoint, read_checkpoint
 from probcl.models.encoder import ForeignEncoder
-from probcl.runs.loading import load_run
+from probcl.models.inference import Inference
 from probcl.runtime.devices import resolve_device
 from probcl.runtime.precision import PrecisionChoice, compute_precision, resolve_precision
+
+if TYPE_CHECKING:  # building a method imports PyTorch Lightning: only suites that need the method do
+    from probcl.config import Config
+    from probcl.methods.base import SSLMethod
 
 # the offline linear probes: probcl's L-BFGS logistic regression, the papers' SGD one (lr 5 on raw features), and
 # the SGD one in the paper's regime with its lr chosen on held-out training images (probcl.eval.linear_sgd)
@@ -96,14 +100,28 @@ class ModelOnData:
         return dataclasses.replace(self, run_dir=Path(run_dir), foreign=None)
 
     @cached_property
-    def model(self) -> SSLMethod:
-        """The run's method; a foreign encoder has none (one ConfigError)."""
+    def checkpoint(self) -> RunCheckpoint:
+        """The run's checkpoint as read from disk (config, data statistics, weights, training position); a foreign
+        encoder has none (one ConfigError)."""
         if self.run_dir is None:
             raise ConfigError(
                 f"encoder {self.name} is not a probcl run: it has embeddings only (no projection "
                 f"head, training curves, augmentations or method capabilities)"
             )
-        return load_run(self.run_dir, device=self.device)
+        return read_checkpoint(self.run_dir)
+
+    @property
+    def config(self) -> Config:
+        """The run's config; a foreign encoder has none (one ConfigError)."""
+        return self.checkpoint.config
+
+    @cached_property
+    def model(self) -> SSLMethod:
+        """The run's method (built on first use: it imports PyTorch Lightning); a foreign encoder has none (one
+        ConfigError)."""
+        from probcl.runs.loading import method_of
+
+        return method_of(self.checkpoint, self.device)
 
     @cached_property
     def encoder(self) -> SSLMethod | ForeignEncoder:
@@ -115,10 +133,21 @@ class ModelOnData:
         encoder.check_input()
         return encoder
 
+    @cached_property
+    def embedder(self) -> Inference:
+        """What computes backbone features: the foreign encoder; for a run, its method once a suite has built it,
+        else the run's backbone read from its checkpoint (the same features, bit for bit, without building the
+        method: :class:`~probcl.models.checkpoint.RunBackbone`)."""
+        if self.foreign is not None:
+            return self.encoder
+        if "model" in self.__dict__:
+            return self.model
+        return RunBackbone(self.checkpoint).to(self.torch_device).eval()
+
     @property
     def info(self) -> DataInfo:
         """The model's input: training dataset (or evaluation dataset), channels, size, classes, normalisation."""
-        return self.encoder.data_info
+        return self.checkpoint.data_info if self.foreign is None else self.encoder.data_info
 
     @property
     def name(self) -> str:
@@ -131,8 +160,7 @@ class ModelOnData:
         run's checkpoint (path, epoch, step) or the foreign encoder's source, the sha256 of its file (of the
         module's tensors when it has none) and the preprocessing."""
         if self.foreign is None:
-            meta = self.model.checkpoint_meta
-            return evaluated_model(meta, self.model.data_info, self.model, meta["path"])
+            return evaluated_model(self.checkpoint.meta, self.checkpoint.data_info, self.checkpoint.path)
         return encoder_record(self.foreign)
 
     @cached_property
@@ -150,13 +178,13 @@ class ModelOnData:
         """The precision features are extracted in: :attr:`requested_precision` when set, else the run's
         ``train.precision`` on this device (``auto``: bf16 on a CPU that computes it natively), as the model
         trained; ``auto`` for a foreign encoder."""
-        requested = self.requested_precision or (self.model.cfg.train.precision if self.foreign is None else "auto")
+        requested = self.requested_precision or (self.config.train.precision if self.foreign is None else "auto")
         return resolve_precision(requested, self.torch_device)
 
     @property
     def method(self) -> str:
         """The run's method name, or the foreign encoder's name."""
-        return self.model.cfg.method if self.foreign is None else self.foreign.name
+        return self.config.method if self.foreign is None else self.foreign.name
 
     # ----------------------------------------------------------------- data
     def dataset(
@@ -169,7 +197,7 @@ class ModelOnData:
         root, download = (
             (self.data_root, False)
             if self.foreign is not None
-            else (self.data_root or self.model.cfg.data.root, self.model.cfg.data.download)
+            else (self.data_root or self.config.data.root, self.config.data.download)
         )
         data = load_dataset(
             spec or info.dataset,
@@ -205,7 +233,7 @@ class ModelOnData:
         layer = self.check_layer(layer or self.feature_layer)
         if layer == "projection":
             return self.model.project_batch
-        return {"backbone": self.encoder.embed_batch, "pixels": pixel_features}[layer]
+        return {"backbone": self.embedder.embed_batch, "pixels": pixel_features}[layer]
 
     def check_layer(self, layer: str) -> str:
         """``layer`` if this model has it; one ConfigError naming the valid layers otherwise."""
@@ -267,7 +295,7 @@ class ModelOnData:
         from the extraction)."""
         assert self.run_dir is not None
         cache_key = {
-            "checkpoint": file_identity(Path(self.model.checkpoint_meta["path"])),
+            "checkpoint": file_identity(self.checkpoint.path),
             "layer": layer,
             "precision": self.precision.precision,
             "device": self.torch_device.type,

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from probcl.core.io import atomic_write
+from probcl.core.layout import results_folder
 from probcl.errors import RunError
 
 FORMAT = 1  # the stored layout: {"key", "features", "labels"}
@@ -25,7 +26,7 @@ FORMAT = 1  # the stored layout: {"key", "features", "labels"}
 def cache_path(run: Path, key: dict[str, Any]) -> Path:
     """``RUN/feature-cache/features-{digest}.pt``, the digest of ``key``."""
     digest = hashlib.sha256(json.dumps({"format": FORMAT, **key}, sort_keys=True).encode()).hexdigest()[:16]
-    return (run if run.is_dir() else run.parent) / "feature-cache" / f"features-{digest}.pt"
+    return results_folder(run) / "feature-cache" / f"features-{digest}.pt"
 
 
 def read_features(path: Path, key: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor] | None:

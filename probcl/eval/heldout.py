@@ -85,8 +85,8 @@ def heldout_suite(ctx: ModelOnData, options: HeldoutOptions) -> dict:
     labels = data.labels()
     if labels is None or bool((labels < 0).any()):
         raise ConfigError(f"heldout: {data.name} has unlabeled training images; the suite needs labels")
-    d = ctx.model.cfg.data
-    pretrained = pretraining_indices(len(data), d.train_subset, ctx.model.cfg.train.seed)
+    d = ctx.config.data
+    pretrained = pretraining_indices(len(data), d.train_subset, ctx.config.train.seed)
     fit, score = heldout_indices(len(data), pretrained, options.fit_images, options.score_images, options.split_seed)
     fit_f, fit_y = ctx.extract(data.subset(fit), f"{ctx.feature_layer} features: {data.name} train (fit)")
     score_f, score_y = ctx.extract(data.subset(score), f"{ctx.feature_layer} features: {data.name} train (held out)")

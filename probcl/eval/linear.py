@@ -46,7 +46,8 @@ class LinearProbe:
 @dataclass(frozen=True)
 class ProbeProblem:
     """Standardized training features and the spectrum of their correlation matrix C = x^T x / n (float64
-    eigendecomposition, computed once and shared by every L2 strength fitted on these features)."""
+    eigendecomposition, computed once and shared by every L2 strength fitted on these features, and by the L2
+    selection's fits on a 90 % subset of them)."""
 
     x: torch.Tensor
     labels: torch.Tensor
@@ -56,15 +57,26 @@ class ProbeProblem:
     eigenvectors: torch.Tensor | None
 
     @classmethod
-    def of(cls, features: torch.Tensor, labels: torch.Tensor, precondition: bool = True) -> ProbeProblem:
+    def of(
+        cls,
+        features: torch.Tensor,
+        labels: torch.Tensor,
+        precondition: bool = True,
+        spectrum_of: ProbeProblem | None = None,
+    ) -> ProbeProblem:
         """The problem of ``features``; ``precondition=False`` (or features wider than
-        :data:`MAX_PRECONDITIONED_DIM`): plain L-BFGS on the standardized features. Computes in float32, or in
-        float64 for float64 features (a tight reference fit)."""
+        :data:`MAX_PRECONDITIONED_DIM`): plain L-BFGS on the standardized features. ``spectrum_of``: precondition
+        with that problem's correlation spectrum instead of computing this one's (the L2 selection fits a 90 %
+        subset of the final fit's features, whose correlations differ by sampling noise: any positive definite
+        preconditioner leaves the optimum where it is). Computes in float32, or in float64 for float64 features
+        (a tight reference fit)."""
         x = features.to(torch.promote_types(features.dtype, torch.float32))
         mean, std = x.mean(0), x.std(0).clamp_min(1e-6)
         x = ((x - mean) / std).contiguous()
         if not precondition or x.shape[1] > MAX_PRECONDITIONED_DIM:
             return cls(x, labels, mean, std, None, None)
+        if spectrum_of is not None and spectrum_of.eigenvalues is not None:
+            return cls(x, labels, mean, std, spectrum_of.eigenvalues, spectrum_of.eigenvectors)
         eigenvalues, eigenvectors = torch.linalg.eigh((x.T @ x).double() / len(x))
         return cls(x, labels, mean, std, eigenvalues.clamp_min(0), eigenvectors)
 
@@ -172,14 +184,14 @@ def linear_probe(
     perm = torch.randperm(len(train_features), generator=generator)
     n_val = max(num_classes, len(perm) // 10)
     val_idx, fit_idx = perm[:n_val], perm[n_val:]
-    selection = ProbeProblem.of(train_features[fit_idx], train_labels[fit_idx], precondition)
+    problem = ProbeProblem.of(train_features, train_labels, precondition)
+    selection = ProbeProblem.of(train_features[fit_idx], train_labels[fit_idx], precondition, spectrum_of=problem)
     val_acc, probes, probe = {}, {}, None
     for l2 in sorted(l2_grid, reverse=True):
         probe = selection.fit(num_classes, l2, grid_iter, probe)
         probes[l2] = probe
         val_acc[l2] = topk_accuracy(probe.logits(train_features[val_idx]), train_labels[val_idx], (1,))["top1"]
     best_l2 = max(l2_grid, key=lambda l2: (val_acc[l2], l2))
-    problem = ProbeProblem.of(train_features, train_labels, precondition)
     probe = problem.fit(num_classes, best_l2, max_iter, probes[best_l2])
     result: dict[str, Any] = dict(topk_accuracy(probe.logits(test_features), test_labels))
     result["protocol"] = {

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import kornia.enhance as KE
 import torch
@@ -37,8 +37,10 @@ from probcl.errors import ConfigError
 from probcl.eval.context import ModelOnData
 from probcl.eval.inputs import id_test_images
 from probcl.eval.suites import SUITES
-from probcl.methods.base import SSLMethod
 from probcl.methods.capabilities import DirectionalEncoder, StochasticEncoder
+
+if TYPE_CHECKING:  # a suite that needs the method builds it when it runs (ModelOnData.model)
+    from probcl.methods.base import SSLMethod
 
 DEFAULT_KAPPA = 1024.0
 PAPER_STRENGTHS = (0.4, 0.4, 0.2, 0.1)  # CEB paper Table 6: brightness, contrast, saturation, hue

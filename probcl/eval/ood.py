@@ -354,7 +354,7 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
         knn = projection_knn_scores(projections.pop("id"), projections, o.projection_knn_k)
         for name, values in knn.items():
             scores[name][f"knn{o.projection_knn_k}_projection"] = values
-        if ctx.model.cfg.model.dropout2d > 0:  # trained with encoder dropout: the TaU paper's MC-dropout
+        if ctx.config.model.dropout2d > 0:  # trained with encoder dropout: the TaU paper's MC-dropout
             for name, values in _mc_dropout_scores(ctx, images, o.mc_passes, o.seed).items():
                 scores[name]["mc_dropout_projection"] = values
     members = [ctx.for_run(r) for r in o.runs or []]
@@ -367,7 +367,7 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
     saved = _save_per_image_scores(ctx, reference, id_calibration, outputs, o.seed)
     score_names = list(scores["id"])
     dropout_note = (
-        f"channel dropout p={ctx.model.cfg.model.dropout2d} in the encoder, {o.mc_passes} passes: "
+        f"channel dropout p={ctx.config.model.dropout2d} in the encoder, {o.mc_passes} passes: "
         "mean over dimensions of the std of the L2-normalized projections (TaU paper)"
         if "mc_dropout_projection" in score_names
         else None

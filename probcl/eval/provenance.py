@@ -44,20 +44,22 @@ def state_sha256(module: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def evaluated_model(
-    source: dict[str, Any], info: DataInfo, module: nn.Module, file: str | Path | None
-) -> dict[str, Any]:
+def evaluated_model(source: dict[str, Any], info: DataInfo, content: str | Path | nn.Module) -> dict[str, Any]:
     """``source`` (checkpoint path, epoch, step; or an encoder's weights and backbone) with the content hash of
-    ``file`` (``sha256``) or, without a file, of ``module``'s tensors (``state_sha256``), and the preprocessing."""
-    content = {"sha256": file_sha256(file)} if file is not None else {"state_sha256": state_sha256(module)}
+    ``content``: a file's (``sha256``) or, for a module without a file, its tensors' (``state_sha256``); and the
+    preprocessing."""
+    digest = (
+        {"state_sha256": state_sha256(content)} if isinstance(content, nn.Module) else {"sha256": file_sha256(content)}
+    )
     # the class names label the outputs; they do not change what the model computes, so they are not preprocessing
     preprocessing = {key: value for key, value in asdict(info).items() if key != "class_names"}
-    return json.loads(json.dumps({**source, **content, "preprocessing": preprocessing}, default=str))
+    return json.loads(json.dumps({**source, **digest, "preprocessing": preprocessing}, default=str))
 
 
 def encoder_record(encoder: ForeignEncoder) -> dict[str, Any]:
     """:func:`evaluated_model` of a foreign encoder: its weights file's hash, or its module's."""
-    return evaluated_model(encoder.source, encoder.data_info, encoder.module, encoder.source.get("weights"))
+    weights = encoder.source.get("weights")
+    return evaluated_model(encoder.source, encoder.data_info, encoder.module if weights is None else weights)
 
 
 def same_model(recorded: Any, current: dict[str, Any]) -> bool:

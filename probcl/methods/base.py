@@ -33,7 +33,7 @@ from probcl.errors import ConfigError, TrainingDivergedError
 from probcl.methods.capabilities import missing_capability
 from probcl.methods.divergence import DivergenceWatch
 from probcl.methods.optim import build_optimizer, build_scheduler
-from probcl.models.backbones import build_backbone, memory_format_for
+from probcl.models.backbones import backbone_features, build_backbone, memory_format_for
 from probcl.models.ema import ema_update_
 from probcl.models.heads import projection_head
 from probcl.models.inference import Inference
@@ -83,6 +83,12 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if "embed_batch" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__name__} overrides embed_batch: a run's features are its backbone's on normalized input "
+                f"(probcl.models.checkpoint.RunBackbone computes them from the checkpoint without the method); "
+                f"put what differs in the backbone (model.*) or in a head"
+            )
         for base in cls.__dict__.get("__orig_bases__", ()):
             origin, args = typing.get_origin(base), typing.get_args(base)
             if isinstance(origin, type) and issubclass(origin, SSLMethod) and args and isinstance(args[0], type):
@@ -160,8 +166,10 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
 
     # ----------------------------------------------------------------- public API (see Inference.embed)
     def embed_batch(self, images: torch.Tensor) -> torch.Tensor:
-        """Backbone features (N, feature_dim) of one uint8 or [0, 1] float batch, with autograd."""
-        return self.backbone(self.normalizer(images.to(self.device)).contiguous(memory_format=self.memory_format))
+        """Backbone features (N, feature_dim) of one uint8 or [0, 1] float batch, with autograd. Every method embeds
+        this way (a subclass may not override it): :class:`~probcl.models.checkpoint.RunBackbone` computes a run's
+        features from its checkpoint alone, without building the method."""
+        return backbone_features(self.backbone, self.normalizer, self.memory_format, images, self.device)
 
     def project_batch(self, images: torch.Tensor) -> torch.Tensor:
         """Projection-head output (N, d) of one uint8 or [0, 1] float batch, with autograd."""

@@ -215,3 +215,16 @@ def memory_format_for(cfg: Config) -> torch.memory_format:
     Every backbone here is convolutional; oneDNN (CPU) and cuDNN (GPU) run NHWC convolutions faster.
     """
     return torch.channels_last if cfg.train.channels_last else torch.contiguous_format
+
+
+def backbone_features(
+    backbone: nn.Module,
+    normalize: Callable[[torch.Tensor], torch.Tensor],
+    memory_format: torch.memory_format,
+    images: torch.Tensor,
+    device: torch.device,
+) -> torch.Tensor:
+    """A run's features of one uint8 or [0, 1] float batch, with autograd: ``backbone`` on the normalized images in
+    ``memory_format``. The one definition a method's ``embed_batch`` and a checkpoint's
+    :class:`~probcl.models.checkpoint.RunBackbone` share, so that both give the same features bit for bit."""
+    return backbone(normalize(images.to(device)).contiguous(memory_format=memory_format))

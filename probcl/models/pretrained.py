@@ -24,10 +24,10 @@ from probcl.core.layout import (
     RUN_SUFFIXES,
     WEIGHT_SUFFIXES,
     exported_weights,
-    find_checkpoint,
 )
 from probcl.errors import RunError
 from probcl.models.backbones import build_backbone
+from probcl.models.checkpoint import read_checkpoint
 
 BACKBONE_FIELDS = ("backbone", "width", "pool", "norm", "act", "cifar_stem")  # ModelConfig keys that shape the backbone
 CLASSIFIER_PREFIX = "fc."  # torchvision ResNet classifier: probcl backbones have none
@@ -165,19 +165,11 @@ def _run_backbone(path: Path) -> PretrainedSource:
     """The backbone of a probcl run (directory or .ckpt), read from its checkpoint without building the
     method: the ``backbone.*`` weights, the model config and the data statistics the run recorded."""
     try:
-        ckpt = find_checkpoint(path)
+        checkpoint = read_checkpoint(path)
     except RunError as e:
         raise ConfigError(f"init {path}: {e}") from None
-    try:
-        meta = torch.load(ckpt, map_location="cpu", weights_only=False)
-    except Exception as e:  # noqa: BLE001 - any unpickling failure means the same thing here
-        raise ConfigError(f"init {path}: cannot read checkpoint {ckpt}: {e}") from None
-    try:
-        hparams = meta["hyper_parameters"]
-        model, info = hparams["config"]["model"], hparams["data_info"]
-        state = {k.removeprefix("backbone."): v for k, v in meta["state_dict"].items() if k.startswith("backbone.")}
-    except (KeyError, TypeError, AttributeError):
-        raise ConfigError(f"init {path}: {ckpt} is not a probcl checkpoint (no config and weights in it)") from None
+    state = checkpoint.backbone_state()
     if not state:
         raise ConfigError(f"init {path}: its checkpoint holds no backbone weights; is it a probcl run?")
+    model, info = checkpoint.hyper_parameters["config"]["model"], checkpoint.hyper_parameters["data_info"]
     return PretrainedSource(path, model, info["mean"], info["std"], info["channels"], info["image_size"], state)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
 from probcl.runtime.devices import resolve_device
-from probcl.core.layout import EXPORT_CONFIG, exported_weights, find_checkpoint
+from probcl.core.layout import EXPORT_CONFIG, exported_weights
 from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, RunError
 from probcl.methods import METHODS
 from probcl.methods.base import SSLMethod
+from probcl.models.checkpoint import RunCheckpoint, read_checkpoint
 from probcl.models.encoder import ForeignEncoder
 from probcl.models.pretrained import describe_pretrained, pretrained_backbone
 
@@ -70,53 +69,37 @@ def load_export(weights: Path, device: str | None = "auto") -> ForeignEncoder:
     return encoder.to(resolve_device(device)).eval()
 
 
-def epochs_completed(checkpoint: dict) -> int | None:
-    """The epochs whose every training batch ran before ``checkpoint`` was written: Lightning's fit-loop count of
-    processed epochs (its ``epoch`` is the 0-based epoch in progress, 65 in a 66-epoch run's last checkpoint);
-    None for a checkpoint without loop state."""
-    try:
-        return int(checkpoint["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"])
-    except (KeyError, TypeError):
-        return None
-
-
 def load_run(run: str | Path, checkpoint: str = "last", device: str | None = "auto") -> SSLMethod:
     """The trained method of a run directory (or a .ckpt file), in eval mode on ``device``."""
-    ckpt_path = find_checkpoint(run, checkpoint)
-    try:
-        meta = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-    except Exception as e:  # noqa: BLE001 - any unpickling failure means the same thing here
-        raise RunError(f"cannot read checkpoint {ckpt_path}: {e}") from None
-    hparams = meta.get("hyper_parameters", {})
-    if "config" not in hparams:
-        raise RunError(f"{ckpt_path} is not a probcl checkpoint (no config in its hyper-parameters)")
-    cls = METHODS.get(hparams["config"]["method"])
+    return method_of(read_checkpoint(run, checkpoint), device)
+
+
+def method_of(checkpoint: RunCheckpoint, device: str | None = "auto") -> SSLMethod:
+    """The method a checkpoint read by :func:`~probcl.models.checkpoint.read_checkpoint` trained, with its weights,
+    in eval mode on ``device``."""
+    hparams = checkpoint.hyper_parameters
+    cls = METHODS.get(checkpoint.config.method)
     # init named where training started; the checkpoint already holds those weights (trained further)
     try:
         model = cls(**{**hparams, "config": {**hparams["config"], "init": None}})
     except ConfigError as e:
         raise RunError(
-            f"{ckpt_path} was written by an incompatible probcl version or config ({e}); "
+            f"{checkpoint.path} was written by an incompatible probcl version or config ({e}); "
             f"retrain it with this version, or load it with the version that wrote it"
         ) from None
-    own, saved = set(model.state_dict()), set(meta["state_dict"])
+    own, saved = set(model.state_dict()), set(checkpoint.state_dict)
     try:
         if own != saved:
             raise RuntimeError(
                 f"{len(own - saved)} missing keys (e.g. {', '.join(sorted(own - saved)[:3])}), "
                 f"{len(saved - own)} unexpected"
             )
-        model.load_state_dict(meta["state_dict"])
+        model.load_state_dict(checkpoint.state_dict)
     except RuntimeError as e:
         raise RunError(
-            f"{ckpt_path}: its weights do not match method {hparams['config']['method']!r} "
+            f"{checkpoint.path}: its weights do not match method {checkpoint.config.method!r} "
             f"({str(e).splitlines()[0]}); the checkpoint is damaged or from an incompatible probcl "
             f"version"
         ) from None
-    model.checkpoint_meta = {
-        "path": str(ckpt_path),
-        "epoch": meta.get("epoch"),
-        "epochs_completed": epochs_completed(meta),
-        "global_step": meta.get("global_step"),
-    }
+    model.checkpoint_meta = dict(checkpoint.meta)
     return model.to(resolve_device(device)).eval()

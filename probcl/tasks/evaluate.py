@@ -14,7 +14,7 @@ from torch import nn
 
 from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
 from probcl.core.io import atomic_write_json, read_json
-from probcl.core.layout import RunPaths, find_checkpoint
+from probcl.core.layout import RunPaths, find_checkpoint, results_folder
 from probcl.core.names import FEATURE_LAYERS, PRECISIONS
 from probcl.core.run_lock import RunLock
 from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
@@ -82,8 +82,9 @@ def evaluate_run(run_dir: str | Path, suites: list[str], settings: EvaluateSetti
     names = SUITES.names() if suites == ["all"] else suites
     parsed = SUITES.parse_all(names, s.options)
     find_checkpoint(run_dir)  # clear error before any work
-    with RunLock(run_dir, "evaluate") if Path(run_dir).is_dir() else nullcontext():
-        return _evaluate(Path(run_dir), names, parsed, s.context(Path(run_dir)), s, suites == ["all"])
+    out = results_folder(run_dir)  # a checkpoint file's results go to its run (or its folder)
+    with RunLock(out, "evaluate"):
+        return _evaluate(out, names, parsed, s.context(Path(run_dir)), s, suites == ["all"])
 
 
 def evaluate_encoder(

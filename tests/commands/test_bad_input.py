@@ -184,11 +184,16 @@ CASES = {
     # --- evaluate
     "evaluate missing run": (["evaluate", "{tmp}/nowhere"], r"run directory .* does not exist"),
     "evaluate no checkpoint": (["evaluate", "{data}/empty"], r"has no checkpoint"),
+    # linear and kNN read a checkpoint's config and backbone alone (its weights checked against the config: names
+    # and shapes); a suite that builds the method (lipschitz) also checks its name and all of its weights
     "evaluate corrupt ckpt": (["evaluate", "{data}/corrupt.ckpt"], r"cannot read checkpoint"),
-    "evaluate unknown method ckpt": (["evaluate", "{data}/unknown-method.ckpt"], r"method 'nope'"),
+    "evaluate unknown method ckpt": (
+        ["evaluate", "{data}/unknown-method.ckpt", "--suite", "lipschitz"],
+        r"method 'nope'",
+    ),
     "evaluate future ckpt": (["evaluate", "{data}/future-version.ckpt"], r"incompatible.*future_key"),
     "evaluate other method weights": (
-        ["evaluate", "{data}/other-method-weights.ckpt"],
+        ["evaluate", "{data}/other-method-weights.ckpt", "--suite", "lipschitz"],
         r"weights do not match method 'moco' \(\d+ missing keys",
     ),
     "evaluate not probcl ckpt": (["evaluate", "{data}/not-probcl.ckpt"], r"not a probcl checkpoint"),

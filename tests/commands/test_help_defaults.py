@@ -47,7 +47,7 @@ def test_every_option_shows_its_default(command):
         ("score", "--knn-k", "(default: 10)"),
         ("score", "--ood-threshold-tpr", "(default: 0.95)"),
         ("evaluate", "--suite", "(default: linear,knn)"),
-        ("evaluate", "--inference-batch-size", "(default: 512)"),
+        ("evaluate", "--inference-batch-size", "(default: 128)"),
         ("evaluate", "--model.width", "(default: the weights' .json sidecar's, else 32)"),
         ("evaluate", "--max-train", "(default: all of them)"),
         ("sample", "--step-size", "(default: the run's)"),  # said in the text: not repeated

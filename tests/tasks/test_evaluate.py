@@ -111,3 +111,14 @@ def test_a_run_on_unlabelled_images_is_measured_on_labelled_ones_with_the_transf
     assert main(["evaluate", str(run), "--suite", "transfer", "--option", f"transfer.datasets={spec}"]) == 0
     result = json.loads((run / "eval.json").read_text())["transfer"]
     assert result[spec]["top1"] > 80  # two brightness classes: a working probe on the frozen features
+
+
+def test_a_checkpoint_file_is_evaluated_into_its_run(tiny_run):
+    """`probcl evaluate RUN/checkpoints/last.ckpt` merges into RUN/eval.json (it once tried to write into the file)."""
+    from probcl.core.layout import RunPaths
+
+    checkpoint = RunPaths(tiny_run).last
+    result = probcl.evaluate(checkpoint, suites="knn", device="cpu", max_train=200, report=False, figures=False)
+    written = json.loads((tiny_run / "eval.json").read_text())
+    assert written["knn"]["top1"] == result["knn"]["top1"]
+    assert written["knn"]["protocol"]["checkpoint"]["path"] == str(checkpoint)
