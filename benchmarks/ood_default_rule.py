@@ -28,9 +28,25 @@ from probcl.eval.ood_scores.per_image import load_scores
 from probcl.eval.ood_scores.selection import CANDIDATES, TARGET, choose, judge_cell, summarise
 
 
+def cell_labels(folders: list[str]) -> list[str]:
+    """Each folder's cell name; names that two folders share (``simclr-s1`` of two studies) are prefixed with the
+    folder that holds the cells (``study-fmnist-v3-split2/simclr-s1``). One ConfigError for a folder given twice."""
+    paths = [Path(folder) for folder in folders]
+    names = [path.name for path in paths]
+    labels = [
+        f"{path.parent.parent.name if path.parent.name == 'cells' else path.parent.name}/{path.name}"
+        if names.count(path.name) > 1
+        else path.name
+        for path in paths
+    ]
+    if len(set(labels)) < len(labels):
+        raise ConfigError(f"a cell folder is named twice: {sorted({x for x in labels if labels.count(x) > 1})}")
+    return labels
+
+
 def load_cells(folders: list[str]) -> dict:
-    """``{cell name: per-image scores}`` of each folder (its name is the cell's)."""
-    return {Path(folder).name: load_scores(folder) for folder in folders}
+    """``{cell label: per-image scores}`` of each folder (:func:`cell_labels`)."""
+    return {label: load_scores(folder) for label, folder in zip(cell_labels(folders), folders, strict=True)}
 
 
 def apply_rule(develop: list[str], confirm: list[str], candidate: str | None, near: Sequence[str] = ()) -> dict:
@@ -46,7 +62,7 @@ def apply_rule(develop: list[str], confirm: list[str], candidate: str | None, ne
         "candidate": chosen,
         "combination": list(CANDIDATES[chosen]),
         "target": vars(TARGET),
-        "development": {"cells": [Path(f).name for f in develop], **(development or {})},
+        "development": {"cells": cell_labels(develop), **(development or {})},
     }
     if not confirm:  # the choice alone, before any confirmation cell exists
         return result

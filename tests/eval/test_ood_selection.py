@@ -171,3 +171,17 @@ def test_the_written_rule_names_the_candidates_and_target_the_code_applies():
     for phrase in ("- 0.005", ">= 0.99", "within 1 point of the promised 95 %", ">= 90 % of the cells"):
         assert phrase in page
     assert (TARGET.margin, TARGET.far_auroc, TARGET.acceptance_tolerance, TARGET.share) == (0.005, 0.99, 0.01, 0.9)
+
+
+def test_cells_of_two_studies_with_one_name_are_judged_apart(tmp_path):
+    """simclr-s1 of the main grid and of the second split are two confirmation cells, not one (a dict keyed by the
+    folder's name once kept only the last)."""
+    script = rule_script()
+    folders = [tmp_path / study / "cells" / "simclr-s1" for study in ("study-a", "study-b")]
+    for seed, folder in enumerate(folders):
+        make_cell(folder, seed)
+    assert script.cell_labels([str(f) for f in folders]) == ["study-a/simclr-s1", "study-b/simclr-s1"]
+    result = script.apply_rule([], [str(f) for f in folders], "mahalanobis")
+    assert sorted(result["confirmation"]["cells"]) == ["study-a/simclr-s1", "study-b/simclr-s1"]
+    with pytest.raises(ConfigError, match="named twice"):
+        script.cell_labels([str(folders[0]), str(folders[0])])
