@@ -56,10 +56,14 @@ class RunCheckpoint:
         try:
             return from_dict(Config, self.hyper_parameters["config"]).validate()
         except ConfigError as e:
-            raise RunError(
-                f"{self.path} was written by an incompatible probcl version or config ({e}); "
-                f"retrain it with this version, or load it with the version that wrote it"
-            ) from None
+            raise self.incompatible(e) from None
+
+    def incompatible(self, error: ConfigError) -> RunError:
+        """The one error for a checkpoint this probcl cannot rebuild (its config, or its method, refuses it)."""
+        return RunError(
+            f"{self.path} was written by an incompatible probcl version or config ({error}); "
+            f"retrain it with this version, or load it with the version that wrote it"
+        )
 
     @cached_property
     def data_info(self) -> DataInfo:

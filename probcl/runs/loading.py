@@ -83,10 +83,7 @@ def method_of(checkpoint: RunCheckpoint, device: str | None = "auto") -> SSLMeth
     try:
         model = cls(**{**hparams, "config": {**hparams["config"], "init": None}})
     except ConfigError as e:
-        raise RunError(
-            f"{checkpoint.path} was written by an incompatible probcl version or config ({e}); "
-            f"retrain it with this version, or load it with the version that wrote it"
-        ) from None
+        raise checkpoint.incompatible(e) from None
     own, saved = set(model.state_dict()), set(checkpoint.state_dict)
     try:
         if own != saved:
