@@ -13,12 +13,18 @@ Without ``--confirm`` it reports the choice alone (the development ranking), bef
     python benchmarks/ood_default_rule.py --develop runs/study-v3/cells/*-s0 \\
         --out docs/results/ood-default/development.json
 
-Writes the JSON and a Markdown table next to it (same name, ``.md``), and prints the table.
+Writes the JSON and a Markdown table next to it (same name, ``.md``), and prints the table. ``--compare`` sets the
+confirmations of several candidates on the same cells side by side (per OOD set: cells meeting the target, the worst
+shortfall, the mean AUROC and, on near sets, the cells at or above Mahalanobis alone):
+
+    python benchmarks/ood_default_rule.py --compare docs/results/ood-default/confirmation.json \
+        docs/results/ood-default/confirmation-current.json --out docs/results/ood-default/side-by-side.md
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -139,6 +145,43 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def side_by_side(results: Sequence[dict]) -> str:
+    """Markdown: the confirmations ``results`` (one candidate each, the same cells) per OOD set and candidate."""
+    cells = [set(r["confirmation"]["cells"]) for r in results]
+    if any(c != cells[0] for c in cells):
+        raise ConfigError("--compare needs confirmations of the same cells")
+    names = [r["candidate"] for r in results]
+    lines = [
+        "| OOD set | "
+        + " | ".join(f"`{n}`: met (worst shortfall); mean AUROC" for n in names)
+        + " | Mahalanobis alone: mean AUROC |",
+        "| --- |" + " --- |" * (len(names) + 1),
+    ]
+    for set_name in results[0]["confirmation"]["summary"]["sets"]:
+        row = [set_name]
+        for r in results:
+            entry = r["confirmation"]["summary"]["sets"][set_name]
+            rows = [v["sets"][set_name] for v in r["confirmation"]["cells"].values() if set_name in v["sets"]]
+            mean = sum(x["auroc"] for x in rows) / len(rows)
+            text = f"{entry['met']} / {entry['cells']} ({entry['worst_shortfall']:.3f}); {mean:.3f}"
+            if entry["near"]:
+                text += f"; >= Mahalanobis in {sum(x['auroc'] >= x['mahalanobis'] for x in rows)}"
+            row.append(text)
+        cells_of_set = [
+            v["sets"][set_name] for v in results[0]["confirmation"]["cells"].values() if set_name in v["sets"]
+        ]
+        alone = [x["mahalanobis"] for x in cells_of_set if x["mahalanobis"] is not None]
+        row.append(f"{sum(alone) / len(alone):.3f}" if alone else "—")
+        lines.append("| " + " | ".join(row) + " |")
+    accepted = ["ID acceptance within 1 point of 95 %"]
+    for r in results:
+        a = r["confirmation"]["summary"]["acceptance"]
+        accepted.append(f"{a['met']} / {a['cells']}")
+    accepted.append("")
+    lines.append("| " + " | ".join(accepted) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--develop", nargs="*", default=[], help="development cell folders (choose the candidate)")
@@ -147,8 +190,14 @@ def main() -> None:
     )
     parser.add_argument("--candidate", default=None, help=f"skip the choice: one of {', '.join(CANDIDATES)}")
     parser.add_argument("--near", nargs="*", default=[], help="near-OOD sets besides held-out training classes")
+    parser.add_argument("--compare", nargs="*", default=[], help="confirmation JSON files to set side by side")
     parser.add_argument("--out", default="docs/results/ood-default/confirmation.json")
     args = parser.parse_args()
+    if args.compare:
+        table = side_by_side([json.loads(Path(f).read_text()) for f in args.compare])
+        atomic_write_text(Path(args.out), table)
+        print(table)
+        return
     result = apply_rule(args.develop, args.confirm, args.candidate, args.near)
     out = Path(args.out)
     atomic_write_json(out, result)

@@ -52,7 +52,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--knn-k",
         type=int,
         default=None,
-        help=registry_help("neighbours of the combination's kNN distance, as in the TaU paper (default: {knn_k})"),
+        help=registry_help(
+            "neighbours of the combination's kNN distance on raw features (default: {knn_k}, the nearest "
+            "training image)"
+        ),
     )
     p.add_argument("--k", dest="knn_k", type=int, action=RenamedFlag, new="--knn-k", help=argparse.SUPPRESS)
     p.add_argument(
@@ -136,11 +139,12 @@ class RegistryHelp:
 
     def __str__(self) -> str:
         from probcl.eval.ood_scores import SCORES
-        from probcl.eval.outlier import DEFAULT_KNN_K, DEFAULT_TPR
+        from probcl.eval.ood_scores.registry import COMBINATION_KNN_K
+        from probcl.eval.outlier import DEFAULT_TPR
 
         default = SCORES.default_combination([e.name for e in SCORES.entries() if e.kind != "own uncertainty"])
         return self.template.format(
-            names=", ".join(SCORES.spellings()), default=", ".join(default), knn_k=DEFAULT_KNN_K, tpr=DEFAULT_TPR
+            names=", ".join(SCORES.spellings()), default=", ".join(default), knn_k=COMBINATION_KNN_K, tpr=DEFAULT_TPR
         )
 
     def strip(self) -> str:  # argparse asks whether the text is blank

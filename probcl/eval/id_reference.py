@@ -36,8 +36,8 @@ from probcl.eval.features import concat_batches
 from probcl.eval.ood_scores import SCORES, FitData, ScoreBatch, input_statistics
 from probcl.eval.ood_scores.calibration import COMBINED, Calibration, combination_weights, two_sided
 from probcl.eval.ood_scores.head import LinearHead
-from probcl.eval.ood_scores.registry import State, knn_name
-from probcl.eval.outlier import DEFAULT_KNN_K, DEFAULT_TPR
+from probcl.eval.ood_scores.registry import COMBINATION_KNN_K, State, combination_knn
+from probcl.eval.outlier import DEFAULT_TPR
 from probcl.eval.score_table import model_output_fns, with_input_statistics
 from probcl.methods.capabilities import EnergyModel, HasUncertainty, StochasticEncoder
 
@@ -52,7 +52,7 @@ STATE_FORMAT = 3  # the layout of :meth:`IdReference.state` (2: before the score
 class ReferenceOptions:
     """What :func:`fit_reference` fits and how it calibrates."""
 
-    knn_k: Annotated[int, AtLeast(1)] = DEFAULT_KNN_K  # neighbours of the kNN distance in the default combination
+    knn_k: Annotated[int, AtLeast(1)] = COMBINATION_KNN_K  # neighbours of the default combination's kNN distance
     tpr: Annotated[float, InRange(0, 1, low_open=True)] = DEFAULT_TPR  # share of ID images every threshold accepts
     combination: Sequence[str] | None = None  # scores of the combined score (None: the default combination)
     seed: Seed = 0  # seed of the calibration halves and of the energy reference subset
@@ -66,15 +66,15 @@ class IdReference:
     """Every applicable registered score's fitted state (column order), and the calibration once calibrated."""
 
     states: dict[str, State]
-    knn_k: int = DEFAULT_KNN_K
+    knn_k: int = COMBINATION_KNN_K
     fit_size: int = 0  # training images fitted on
     calibration: Calibration | None = None
     shared: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)  # per-reference memo of the scores
 
     @classmethod
-    def fit(cls, data: FitData, knn_k: int = DEFAULT_KNN_K, extra: Sequence[str] = ()) -> IdReference:
+    def fit(cls, data: FitData, knn_k: int = COMBINATION_KNN_K, extra: Sequence[str] = ()) -> IdReference:
         """Fit every registered score that applies to ``data``, and the scores ``extra`` (e.g. ``knn200``)."""
-        return cls(SCORES.available(data, [knn_name(knn_k, normalized=True), *extra]), knn_k, len(data.features))
+        return cls(SCORES.available(data, [combination_knn(knn_k), *extra]), knn_k, len(data.features))
 
     @property
     def score_names(self) -> list[str]:
@@ -254,10 +254,10 @@ def fit_reference(
     extra: Sequence[str] = (),
 ) -> tuple[IdReference, dict[str, torch.Tensor]]:
     """The reference fitted on ``ctx``'s training split (with the classifier-head scores when ``head`` is given,
-    and the scores ``extra``) and calibrated on the held-out ID images ``calibration``; also returns their
-    features, labels and scores."""
+    the scores ``extra`` and those the combination names, e.g. ``knn25``) and calibrated on the held-out ID images
+    ``calibration``; also returns their features, labels and scores."""
     o = options or ReferenceOptions()
-    reference = IdReference.fit(fit_data(ctx, o.seed, head), o.knn_k, extra)
+    reference = IdReference.fit(fit_data(ctx, o.seed, head), o.knn_k, [*extra, *(o.combination or [])])
     id_out = reference.collect(ctx, calibration, f"ID calibration: {calibration.name}")
     reference.calibrate(id_out, o.combination, o.tpr, o.seed)
     return reference, id_out

@@ -137,14 +137,14 @@ def test_which_scores_a_run_gets_follows_its_labels_head_and_declared_capabiliti
     assert with_extra == [*(n for n in registered if n not in own), "uncertainty:neg_u", "knn7"]
     ref = IdReference.fit(labeled, knn_k=7)
     assert SCORES.default_combination(ref.score_names, ref.knn_k) == [
-        "knn7",
+        "knn7_raw",
         "feature_norm",
         "mahalanobis",
         "input_stats",
         "uncertainty:neg_u",
     ]
     assert SCORES.default_combination(list(SCORES.available(unlabeled))) == [
-        "knn10",
+        "knn1_raw",
         "feature_norm",
         "mahalanobis_classfree",
         "input_stats",

@@ -185,3 +185,35 @@ def test_cells_of_two_studies_with_one_name_are_judged_apart(tmp_path):
     assert sorted(result["confirmation"]["cells"]) == ["study-a/simclr-s1", "study-b/simclr-s1"]
     with pytest.raises(ConfigError, match="named twice"):
         script.cell_labels([str(folders[0]), str(folders[0])])
+
+
+def test_the_default_combination_is_the_candidate_the_rule_chose_on_the_development_cells():
+    """`probcl score`'s and the ood suite's default decides as the published development choice says
+    (docs/results/ood-default/development.json), with the method's own scores joining it."""
+    from probcl.eval.ood_scores import SCORES as REGISTRY
+
+    chosen = json.loads((ROOT / "docs" / "results" / "ood-default" / "development.json").read_text())["candidate"]
+    every = [e.name for e in REGISTRY.entries()]
+    default = REGISTRY.default_combination(every)
+    own = [name for name in default if REGISTRY.get(name).kind == "own uncertainty"]
+    assert sorted(set(default) - set(own)) == sorted(CANDIDATES[chosen])
+    assert with_own_scores(CANDIDATES[chosen], every) == tuple([*CANDIDATES[chosen], *own])
+
+
+def test_side_by_side_counts_cells_at_or_above_mahalanobis_and_averages_by_hand():
+    script = rule_script()
+
+    def result(name, aurocs):
+        cells = {
+            f"c{i}": {"sets": {NEAR: {"auroc": a, "mahalanobis": 0.8, "near": True}}} for i, a in enumerate(aurocs)
+        }
+        summary = {"sets": {NEAR: {"cells": 2, "met": 1, "worst_shortfall": 0.1, "near": True}}}
+        summary["acceptance"] = {"met": 2, "cells": 2}
+        return {"candidate": name, "confirmation": {"cells": cells, "summary": summary}}
+
+    table = script.side_by_side([result("a", [0.9, 0.7]), result("b", [0.8, 0.6])])
+    assert "1 / 2 (0.100); 0.800; >= Mahalanobis in 1" in table  # 0.9 >= 0.8, 0.7 < 0.8
+    assert "1 / 2 (0.100); 0.700; >= Mahalanobis in 1" in table  # 0.8 >= 0.8 (ties count)
+    assert table.splitlines()[2].endswith("| 0.800 |")  # Mahalanobis alone
+    with pytest.raises(ConfigError, match="same cells"):
+        script.side_by_side([result("a", [0.9, 0.7]), result("b", [0.8])])

@@ -30,7 +30,7 @@ from probcl.tasks.score import ScoreOptions, score_dataset
 
 CALIBRATION = 300  # of digits' 540 test images; the other 240 are held out from every fitted quantity
 # the default combination's Bonferroni weights: the distances share 0.95, the guards 0.05
-WEIGHTS = {"knn10": 0.475, "mahalanobis": 0.475, "feature_norm": 0.025, "input_stats": 0.025}
+WEIGHTS = {"knn1_raw": 0.475, "mahalanobis": 0.475, "feature_norm": 0.025, "input_stats": 0.025}
 # a labeled SimCLR run with an online probe gets every registered score but the methods' own, in registry order
 SCORES = [e.name for e in OOD_SCORES.entries() if e.kind != "own uncertainty"]
 
@@ -81,7 +81,7 @@ def test_garbage_is_flagged_with_a_reason_and_held_out_id_images_are_kept(run, g
     assert sidecar["skipped"] == [str(garbage / "broken.png")] and sidecar["rows"] == sidecar["flagged"] == 8
 
     rows = read_rows(out)
-    combination = ["knn10", "feature_norm", "mahalanobis", "input_stats"]  # the default for a labeled SimCLR run
+    combination = ["knn1_raw", "feature_norm", "mahalanobis", "input_stats"]  # the default for a labeled SimCLR run
     assert list(rows[0]) == [
         "index",
         "id",
@@ -188,7 +188,7 @@ def test_the_fitted_reference_is_cached_per_checkpoint(run, garbage, tmp_path, m
     other = score_dataset(
         run, f"folder:{garbage}", tmp_path / "c.csv", ScoreOptions(max_calibration=200, seed=5, knn_k=5)
     )
-    assert len(fits) == 2 and other.cache["path"] != cache and "knn5" in read_rows(tmp_path / "c.csv")[0]
+    assert len(fits) == 2 and other.cache["path"] != cache and "knn5_raw" in read_rows(tmp_path / "c.csv")[0]
 
     # A changed checkpoint (new weights, rewritten file) invalidates the cached reference.
     state = torch.load(ckpt, map_location="cpu", weights_only=False)
@@ -335,7 +335,7 @@ def test_each_score_flags_exactly_below_the_threshold_printed_for_it(run, garbag
     printed = capsys.readouterr().out
     table = {
         s: float(v)
-        for s, v in re.findall(r"(knn10|feature_norm|mahalanobis|input_stats)\s*[│|]\s*([0-9.e+-]+)", printed)
+        for s, v in re.findall(r"(knn1_raw|feature_norm|mahalanobis|input_stats)\s*[│|]\s*([0-9.e+-]+)", printed)
     }
     sidecar = json.loads(ood_out.with_suffix(".json").read_text())
     threshold = sidecar["thresholds"]["combined"]
@@ -394,9 +394,13 @@ def test_score_takes_the_ood_suites_options_with_evaluates_syntax(run, tmp_path,
         main([*args, "--out", str(out), "--option", "ood.knn_k=5", "--option", "ood.combination=knn5,input_stats"]) == 0
     )
     rows = read_rows(out)
-    assert "knn5" in rows[0] and "knn5_raw" not in rows[0]  # the combination's k, besides the registered ones
+    # ood.knn_k: the default combination's kNN (raw features) at k 5; a family member the combination names
+    # (knn5, L2-normalised) is fitted too, besides the registered k 1, 10, 50
+    assert "knn5" in rows[0] and "knn5_raw" in rows[0] and "knn25" not in rows[0]
     combined = json.loads(out.with_suffix(".json").read_text())["protocol"]["combined"]
     assert combined.endswith("w = knn5 0.95, input_stats 0.05")
+    assert main([*args, "--out", str(out), "--combination", "knn25,mahalanobis"]) == 0  # no knn_k needed
+    assert "knn25" in read_rows(out)[0]
     assert main([*args, "--out", str(out), "--option", "ood.datasets=digits"]) == 2
     assert (
         "probcl score takes the ood suite's options ood.combination, ood.knn_k; got ood.datasets"

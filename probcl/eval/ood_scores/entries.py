@@ -16,8 +16,10 @@ import torch.nn.functional as F
 
 from probcl.eval.ood_scores.head import LinearHead, energy, fit_vim, max_logit, msp, vim_score
 from probcl.eval.ood_scores.registry import (
-    DEFAULT_KNN_K,
+    COMBINATION_KNN_FAMILY,
+    COMBINATION_KNN_K,
     KNN_FAMILY,
+    RAW_KNN_FAMILY,
     SCORES,
     FitData,
     OodScore,
@@ -26,7 +28,7 @@ from probcl.eval.ood_scores.registry import (
     knn_name,
 )
 from probcl.eval.ood_scores.statistics import Gaussian, fit_gaussian
-from probcl.eval.outlier import nearest_distances
+from probcl.eval.outlier import DEFAULT_KNN_K, nearest_distances
 
 KNN_KS = (1, DEFAULT_KNN_K, 50)  # the k values of the OOD literature (Sun et al. 2022 use 50 on CIFAR)
 KNN_DEPTH = max(KNN_KS)  # neighbours found once per batch and bank; every k up to it reads them
@@ -53,14 +55,15 @@ def _bank64(bank: torch.Tensor, normalized: bool) -> tuple[torch.Tensor, torch.T
 
 def _knn(k: int, normalized: bool) -> OodScore:
     space = "L2-normalised" if normalized else "raw (not normalised)"
+    family = KNN_FAMILY if normalized else RAW_KNN_FAMILY
     return OodScore(
         knn_name(k, normalized),
         f"mean Euclidean distance to the {k} nearest {space} training features",
         "feature distance",
         fit=lambda data: {"bank": data.features.float()},
         score=lambda state, batch: _nearest(state, batch, normalized, k),
-        in_default=normalized and k == DEFAULT_KNN_K,
-        family=KNN_FAMILY if normalized else None,
+        in_default=family == COMBINATION_KNN_FAMILY and k == COMBINATION_KNN_K,
+        family=family,
     )
 
 
@@ -72,14 +75,14 @@ SCORES.register_family(
     KNN_FAMILY,
     r"knn([1-9][0-9]*)",
     lambda m: _knn(int(m.group(1)), normalized=True),
-    "mean Euclidean distance to the k nearest L2-normalised training features (any k; the default "
-    "combination's k is `knn_k`)",
+    "mean Euclidean distance to the k nearest L2-normalised training features (any k)",
 )
 SCORES.register_family(
-    "knn{k}_raw",
+    RAW_KNN_FAMILY,
     r"knn([1-9][0-9]*)_raw",
     lambda m: _knn(int(m.group(1)), normalized=False),
-    "mean Euclidean distance to the k nearest raw training features (any k)",
+    "mean Euclidean distance to the k nearest raw training features (any k; the default combination's k is "
+    "`knn_k`, 1 unless set)",
 )
 
 

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 
 from probcl.errors import ConfigError, UnknownNameError
-from probcl.eval.outlier import DEFAULT_KNN_K
 
 if TYPE_CHECKING:
     from probcl.eval.ood_scores.head import LinearHead
@@ -76,6 +75,24 @@ class ScoreBatch:
         if key not in store:
             store[key] = make()
         return store[key]
+
+
+KNN_FAMILY = "knn{k}"  # kNN distances on L2-normalised features
+RAW_KNN_FAMILY = "knn{k}_raw"  # kNN distances on raw features
+# The default combination's kNN distance: to the nearest raw training feature (k = 1), the kNN member of the
+# candidate that issue 42's committed rule chose on the development cells (docs/ood-default-rule.md).
+COMBINATION_KNN_FAMILY = RAW_KNN_FAMILY
+COMBINATION_KNN_K = 1
+
+
+def knn_name(k: int, normalized: bool) -> str:
+    """``knn{k}`` (L2-normalised features) or ``knn{k}_raw``."""
+    return f"knn{k}" if normalized else f"knn{k}_raw"
+
+
+def combination_knn(k: int = COMBINATION_KNN_K) -> str:
+    """The name of the default combination's kNN distance at ``k`` neighbours (``knn1_raw`` by default)."""
+    return knn_name(k, normalized=COMBINATION_KNN_FAMILY == KNN_FAMILY)
 
 
 State = dict[str, Any]
@@ -182,9 +199,10 @@ class ScoreRegistry:
                 states[name] = state
         return states
 
-    def default_combination(self, available: Iterable[str], knn_k: int = DEFAULT_KNN_K) -> list[str]:
+    def default_combination(self, available: Iterable[str], knn_k: int = COMBINATION_KNN_K) -> list[str]:
         """The default combination among ``available``: the entries marked ``in_default`` (a ``replaces`` entry
-        when its score is missing), one member per family, the kNN distance at ``knn_k`` neighbours."""
+        when its score is missing), one member per family, the kNN distance on raw features at ``knn_k``
+        neighbours (:func:`combination_knn`)."""
         names = list(available)
         chosen: list[str] = []
         families: set[str] = set()
@@ -196,8 +214,8 @@ class ScoreRegistry:
                 if entry.family in families:
                     continue
                 families.add(entry.family)
-                if entry.family == KNN_FAMILY:
-                    name = knn_name(knn_k, normalized=True)
+                if entry.family == COMBINATION_KNN_FAMILY:
+                    name = combination_knn(knn_k)
             chosen.append(name)
         return [n for n in chosen if n in names]
 
@@ -206,7 +224,7 @@ class ScoreRegistry:
         source: the cache key of fitted references changes by itself when a score or its fitting changes."""
         h = hashlib.sha256()
         for entry in [*self._entries.values(), *(f.example for f in self._families)]:
-            h.update(repr((entry.name, entry.kind, entry.two_sided)).encode())
+            h.update(repr((entry.name, entry.kind, entry.two_sided, entry.in_default, entry.replaces)).encode())
             h.update(_code(entry.fit) + _code(entry.score))
         for module in modules:
             h.update(inspect.getsource(module).encode())
@@ -238,14 +256,6 @@ def _code(fn: Callable[..., Any]) -> bytes:
     except (OSError, TypeError, SyntaxError, tokenize.TokenError):  # no source file, or not Python (a docs page)
         code = fn.__code__
         return code.co_code + repr(code.co_consts).encode()
-
-
-KNN_FAMILY = "knn{k}"
-
-
-def knn_name(k: int, normalized: bool) -> str:
-    """``knn{k}`` (L2-normalised features) or ``knn{k}_raw``."""
-    return f"knn{k}" if normalized else f"knn{k}_raw"
 
 
 SCORES = ScoreRegistry()

@@ -39,7 +39,8 @@ class Target:
 TARGET = Target()
 MAHALANOBIS = "mahalanobis"  # the near-OOD reference detector (Lee et al. 2018)
 GUARDS = ("feature_norm", "input_stats")
-# The candidates, fixed before any development cell was seen; the first is probcl's default today.
+# The candidates, fixed before any development cell was seen; the first was probcl's default until the rule chose
+# knn1_raw+mahalanobis+guards (the default since 2026-11-28).
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "current": ("knn10", "feature_norm", "mahalanobis", "input_stats"),
     "mahalanobis": (MAHALANOBIS,),
@@ -75,6 +76,42 @@ class CellVerdict:
     acceptance_met: bool
 
 
+def decision_aurocs(
+    scores: PerImageScores, combination: Sequence[str], cell: str = "cell"
+) -> tuple[dict[str, float], float]:
+    """``combination`` (with the method's own scores: :func:`with_own_scores`) calibrated on the cell's ID
+    calibration half as the ``ood`` suite calibrates: its AUROC on each OOD set against the held-out ID half, and
+    the share of held-out ID images it accepts. One score ranks images by its own value (its -log p is a step
+    function of it, whose ties its flags never see); a combination by its combined score."""
+    missing = [s for s in combination if s not in scores.sets[ID_CALIBRATION]]
+    if missing:
+        raise ConfigError(f"{cell}: no saved scores for {', '.join(missing)}")
+    meta = scores.meta
+    names = list(scores.sets[ID_CALIBRATION])
+    combination = with_own_scores(combination, names)
+    calibration = Calibration.fit(scores.sets[ID_CALIBRATION], names, combination, meta["tpr"], meta["seed"])
+    decide = COMBINED if len(combination) > 1 else combination[0]
+
+    def ranked(set_name: str) -> torch.Tensor:
+        if decide != COMBINED:
+            return scores.sets[set_name][decide]
+        return calibration.decision(scores.sets[set_name], decide)["ood_score"]
+
+    id_decision = calibration.decision(scores.sets[ID_TEST], decide)["ood_score"]
+    accepted = float((id_decision <= calibration.thresholds[decide]).double().mean())
+    id_ranked = ranked(ID_TEST)
+    return {name: auroc(id_ranked, ranked(name)) for name in scores.ood_sets}, accepted
+
+
+def default_decision_metrics(scores: PerImageScores) -> dict[str, float]:
+    """What today's default decision (:meth:`ScoreRegistry.default_combination`) achieves on a cell's saved
+    per-image scores: ``sets.NAME.default.auroc`` per OOD set and ``default.id_accepted``, recomputed with this
+    code whatever the default was when the cell was evaluated (its ``combined`` entries keep that one)."""
+    combination = SCORES.default_combination(list(scores.sets[ID_CALIBRATION]))
+    values, accepted = decision_aurocs(scores, combination)
+    return {**{f"sets.{name}.default.auroc": v for name, v in values.items()}, "default.id_accepted": accepted}
+
+
 def judge_cell(
     cell: str,
     scores: PerImageScores,
@@ -85,27 +122,14 @@ def judge_cell(
     """Calibrate ``combination`` (with the method's own scores: :func:`with_own_scores`) on the cell's ID
     calibration half and judge it on the rest (module docstring); ``near`` names near-OOD sets besides the held-out
     classes of the training dataset."""
-    missing = [s for s in combination if s not in scores.sets[ID_CALIBRATION]]
-    if missing:
-        raise ConfigError(f"{cell}: no saved scores for {', '.join(missing)}")
     meta = scores.meta
     names = list(scores.sets[ID_CALIBRATION])
-    combination = with_own_scores(combination, names)
-    calibration = Calibration.fit(scores.sets[ID_CALIBRATION], names, combination, meta["tpr"], meta["seed"])
-    decide = COMBINED if len(combination) > 1 else combination[0]
-
-    def decision(set_name: str) -> torch.Tensor:
-        return calibration.decision(scores.sets[set_name], decide)["ood_score"]
-
-    id_decision = decision(ID_TEST)
-    accepted = float((id_decision <= calibration.thresholds[decide]).double().mean())
+    values, accepted = decision_aurocs(scores, combination, cell)
     sets = {}
     for name in scores.ood_sets:
         singles = {s: auroc(scores.sets[ID_TEST][s], scores.sets[name][s]) for s in names}
         best = max(singles, key=singles.__getitem__)
-        # one score ranks images by itself (its -log p is a step function of it, whose ties its flags never see);
-        # a combination by its combined score
-        value = singles[decide] if decide != COMBINED else auroc(id_decision, decision(name))
+        value = values[name]
         near_set = name in near or is_near(name, meta["dataset"])
         maha = singles.get(MAHALANOBIS)
         floors = [singles[best] - target.margin]  # AUROCs the candidate must reach on this set

@@ -27,7 +27,8 @@ from probcl.core.layout import RunPaths
 from probcl.core.metrics_file import read_metrics
 from probcl.core.run_lock import RunLock
 from probcl.eval.ood import PROBE_OUTPUTS
-from probcl.eval.ood_scores.per_image import OOD_SCORES_FILE
+from probcl.eval.ood_scores.per_image import OOD_SCORES_FILE, load_scores
+from probcl.eval.ood_scores.selection import default_decision_metrics
 from probcl.report.document import Document
 from probcl.tasks.benchmark.grid import BenchmarkConfig, Cell, grid, init_source, method_seeds, method_suites
 
@@ -132,8 +133,10 @@ def seed_ensembles(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dic
 
 
 def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
-    """results.json content: every cell's scalar metrics (its suites, its last epoch's ``training_metrics``, and
-    the deep ensemble of its method's seeds where one is formed) and, per group, their mean/std over seeds."""
+    """results.json content: every cell's scalar metrics (its suites, its last epoch's ``training_metrics``, the
+    deep ensemble of its method's seeds where one is formed, and today's default OOD decision recomputed from its
+    saved per-image scores where it saved them: ``ood/sets.NAME.default.auroc``) and, per group, their mean/std
+    over seeds."""
     from probcl.tasks.evaluate import scalar_metrics
 
     ensembles = seed_ensembles(bench, cells, root)
@@ -144,6 +147,9 @@ def collect(bench: BenchmarkConfig, cells: list[Cell], root: Path) -> dict:
         metrics = {}
         for suite, result in read_json(RunPaths(run_dir).eval, {}).items():
             metrics.update({f"{suite}/{k}": v for k, v in scalar_metrics(result).items()})
+        if (run_dir / OOD_SCORES_FILE).exists():
+            default = default_decision_metrics(load_scores(run_dir / OOD_SCORES_FILE))
+            metrics.update({f"ood/{k}": v for k, v in default.items()})
         if "seconds_per_epoch" in record:
             metrics["train/seconds_per_epoch"] = record["seconds_per_epoch"]
         if bench.training_metrics:
@@ -262,12 +268,18 @@ def _rebuild_report(bench: BenchmarkConfig, root: Path, log: Callable[[str], Non
     from probcl.tasks.benchmark.budgets import load_budgets
 
     cells = [c for c in grid(bench) if (root / "cells" / c.name / CELL_FILE).exists()]
-    if not cells:
+    published_cells = [
+        c for c in grid(bench) if bench.publish and (Path(bench.publish) / "cells" / c.name / CELL_FILE).exists()
+    ]
+    if not cells and not published_cells:
         raise ConfigError(f"no trained cell under {root / 'cells'}; run `probcl benchmark` without --report-only first")
-    results = collect(bench, cells, root)
-    atomic_write_json(root / "results.json", results)
-    md, html_path = write_report(results, root, bench.headline, load_budgets(bench, results))
-    log(f"results in {root / 'results.json'}, report in {md} and {html_path}")
+    if cells:
+        results = collect(bench, cells, root)
+        atomic_write_json(root / "results.json", results)
+        md, html_path = write_report(results, root, bench.headline, load_budgets(bench, results))
+        log(f"results in {root / 'results.json'}, report in {md} and {html_path}")
+    else:  # a checkout with the published cells only: their results and report, by this code
+        log(f"no cell under {root / 'cells'}: rebuilding the published results from {bench.publish}")
     if bench.publish:
         target = Path(bench.publish)
         for cell in cells:

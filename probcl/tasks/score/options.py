@@ -17,7 +17,8 @@ from probcl.config import (
     to_plain,
 )
 from probcl.eval.ood_scores.calibration import COMBINED
-from probcl.eval.outlier import DEFAULT_KNN_K, DEFAULT_TPR
+from probcl.eval.ood_scores.registry import COMBINATION_KNN_K
+from probcl.eval.outlier import DEFAULT_TPR
 
 PROBE_SOURCES = ("online", "offline", "none")  # where class predictions come from
 ScoredSplit = Literal["all", "train", "test"]  # split of the scored data
@@ -31,7 +32,7 @@ class ScoreOptions:
 
     score: str = COMBINED  # the deciding score: combined, or one score's tail probability (e.g. knn10)
     combination: list[str] | None = None  # scores of the combined score (None: the default combination)
-    knn_k: Annotated[int, AtLeast(1)] = DEFAULT_KNN_K  # neighbours of the combination's kNN distance
+    knn_k: Annotated[int, AtLeast(1)] = COMBINATION_KNN_K  # neighbours of the combination's kNN distance (raw features)
     tpr: Annotated[float, InRange(0, 1, low_open=True)] = DEFAULT_TPR  # share of ID images every threshold accepts
     probe: Annotated[str, OneOf(PROBE_SOURCES)] = "online"  # class predictions: the online probe, an offline one, none
     split: ScoredSplit = "all"  # split of the scored dataset
