@@ -94,7 +94,7 @@ def test_the_script_shows_every_budget_from_hand_made_results(tmp_path):
     (tmp_path / "README.md").write_text(f"# probcl\n\nintro\n\n{BEGIN}\nold\n{END}\n\nrest\n")
     script = [sys.executable, str(ROOT / "scripts" / "readme_study.py"), "--root", str(tmp_path)]
     script += ["--results", str(FIXTURES / "short" / "results.json"), "--study", str(tmp_path / "short.yaml")]
-    script += ["--methods", "simclr,ebclr", "--columns", "linear top-1 %,kNN top-1 %"]
+    script += ["--methods", "simclr,ebclr", "--columns", "linear top-1 %,kNN top-1 %", "--split", "none"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(script, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
