@@ -217,3 +217,20 @@ def test_side_by_side_counts_cells_at_or_above_mahalanobis_and_averages_by_hand(
     assert table.splitlines()[2].endswith("| 0.800 |")  # Mahalanobis alone
     with pytest.raises(ConfigError, match="same cells"):
         script.side_by_side([result("a", [0.9, 0.7]), result("b", [0.8])])
+
+
+def test_default_decision_metrics_judge_the_default_and_nothing_when_its_knn_was_not_saved(cells):
+    from probcl.eval.ood_scores.selection import default_decision_metrics
+
+    _, develop, _ = cells
+    scores = develop["dev-s0"]
+    metrics = default_decision_metrics(scores)
+    verdict = judge_cell("dev-s0", scores, CANDIDATES["knn1_raw+mahalanobis+guards"])
+    assert metrics[f"sets.{NEAR}.default.auroc"] == verdict.sets[NEAR]["auroc"]
+    assert metrics[f"sets.{FAR}.default.auroc"] == verdict.sets[FAR]["auroc"]
+    assert metrics["default.id_accepted"] == verdict.acceptance
+    older = PerImageScores(
+        {name: {s: v for s, v in values.items() if s != "knn1_raw"} for name, values in scores.sets.items()},
+        scores.meta,
+    )
+    assert default_decision_metrics(older) == {}

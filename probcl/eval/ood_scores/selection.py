@@ -23,7 +23,7 @@ from probcl.errors import ConfigError
 from probcl.eval.ood import auroc
 from probcl.eval.ood_scores.calibration import COMBINED, Calibration
 from probcl.eval.ood_scores.per_image import ID_CALIBRATION, ID_TEST, PerImageScores
-from probcl.eval.ood_scores.registry import SCORES
+from probcl.eval.ood_scores.registry import SCORES, combination_knn
 
 
 @dataclass(frozen=True)
@@ -106,8 +106,12 @@ def decision_aurocs(
 def default_decision_metrics(scores: PerImageScores) -> dict[str, float]:
     """What today's default decision (:meth:`ScoreRegistry.default_combination`) achieves on a cell's saved
     per-image scores: ``sets.NAME.default.auroc`` per OOD set and ``default.id_accepted``, recomputed with this
-    code whatever the default was when the cell was evaluated (its ``combined`` entries keep that one)."""
-    combination = SCORES.default_combination(list(scores.sets[ID_CALIBRATION]))
+    code whatever the default was when the cell was evaluated (its ``combined`` entries keep that one). Nothing
+    when the cell did not save the default's kNN distance (its scores predate it): no stand-in is judged."""
+    names = list(scores.sets[ID_CALIBRATION])
+    if combination_knn() not in names:
+        return {}
+    combination = SCORES.default_combination(names)
     values, accepted = decision_aurocs(scores, combination)
     return {**{f"sets.{name}.default.auroc": v for name, v in values.items()}, "default.id_accepted": accepted}
 
