@@ -16,8 +16,8 @@ accepted), and AUROC.
 
     python benchmarks/score_flags.py --out docs/results/ood-default/score-flags.json
 
-Runs and folders go under ``--work`` (default ``runs/score-flags``); a finished run is reused, so a re-run only
-scores again. Writes JSON and a Markdown table next to it.
+Runs, folders and the CLI's CSV files go under ``--work`` (default ``runs/score-flags``); a finished run and an
+existing CSV are reused, so a re-run resumes. Writes JSON and a Markdown table next to it.
 """
 
 from __future__ import annotations
@@ -57,7 +57,10 @@ def held_out_folder(classes: str, folder: Path) -> int:
 
 
 def score(run: Path, dataset: str, out: Path, extra: list[str]) -> list[dict[str, str]]:
-    """Rows of ``probcl score RUN --dataset DATASET`` (the CLI, in a subprocess)."""
+    """Rows of ``probcl score RUN --dataset DATASET`` (the CLI, in a subprocess), reused when ``out`` exists."""
+    if out.exists():
+        with open(out, newline="") as fh:
+            return list(csv.DictReader(fh))
     cmd = [sys.executable, "-m", "probcl.cli", "score", str(run), "--dataset", dataset, "--out", str(out)]
     subprocess.run([*cmd, "--max-calibration", str(CALIBRATION), *extra], check=True)
     with open(out, newline="") as fh:
@@ -95,7 +98,8 @@ def one_split(held_out: str, kept: str, work: Path) -> dict:
     for name, extra in DECISIONS.items():
         tag = "default" if not extra else "mahalanobis"
         ood_rows = score(run, f"folder:{folder}", work / f"{tag}-{held_out.replace(',', '')}.csv", extra)
-        id_rows = score(run, f"fashion-mnist:classes={kept}", work / f"{tag}-id-{kept.replace(',', '')}.csv", extra)
+        id_data = f"fashion-mnist:classes={kept}"
+        id_rows = score(run, id_data, work / f"{tag}-id-{kept.replace(',', '')}.csv", [*extra, "--split", "test"])
         held_id = [r for r in id_rows if int(r["index"]) not in calibration]
         column = "combined" if not extra else "mahalanobis"
         decisions[name] = decide(held_id, ood_rows, column)
