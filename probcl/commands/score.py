@@ -52,10 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--knn-k",
         type=int,
         default=None,
-        help=registry_help(
-            "neighbours of the combination's kNN distance on raw features (default: {knn_k}, the nearest "
-            "training image)"
-        ),
+        help=registry_help("neighbours of the combination's kNN distance, on raw features (default: {knn_k})"),
     )
     p.add_argument("--k", dest="knn_k", type=int, action=RenamedFlag, new="--knn-k", help=argparse.SUPPRESS)
     p.add_argument(

@@ -44,7 +44,7 @@ def test_every_option_shows_its_default(command):
         ("sample", "--steps", "SGLD steps (default: 200)"),
         ("sample", "--num", "number of samples (default: 64)"),
         ("sample", "--start", "(default: noise)"),
-        ("score", "--knn-k", "(default: 10)"),
+        ("score", "--knn-k", "(default: 1)"),
         ("score", "--ood-threshold-tpr", "(default: 0.95)"),
         ("evaluate", "--suite", "(default: linear,knn)"),
         ("evaluate", "--inference-batch-size", "(default: 128)"),
