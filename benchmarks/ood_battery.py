@@ -10,6 +10,7 @@ held-out ID images accepted, which the threshold promises to be >= 95 % in expec
     python benchmarks/ood_battery.py runs/study-fmnist/cells/{simclr,tau-simclr,c-simclr,ebclr}-s0 \\
         --near fashion-mnist:classes=8-9 --out docs/results/ood-battery/study-s0.json
 
+``--combination knn10 feature_norm mahalanobis input_stats`` judges another decision (e.g. an earlier default).
 Writes the JSON and a Markdown table next to it (same name, ``.md``), and prints the table.
 """
 
@@ -31,13 +32,21 @@ from probcl.eval.ood_scores.calibration import COMBINED
 FAR = ["digits", *GENERATED]
 
 
-def battery(run: str, near: list[str], far: list[str], max_train: int, max_images: int, seed: int) -> dict:
+def battery(
+    run: str,
+    near: list[str],
+    far: list[str],
+    max_train: int,
+    max_images: int,
+    seed: int,
+    combination: list[str] | None = None,
+) -> dict:
     """Per set: every score's AUROC / FPR95 against held-out ID images and the share flagged by default."""
     started = time.time()
     ctx = ModelOnData(Path(run), max_train=max_train, batch_size=512, seed=seed)
     test = ctx.dataset(None, "test")
     calibration, held_out = (test.subset(idx) for idx in calibration_halves(len(test), seed))
-    reference, _ = fit_reference(ctx, calibration, ReferenceOptions(seed=seed))
+    reference, _ = fit_reference(ctx, calibration, ReferenceOptions(seed=seed, combination=combination))
     held_images = held_out.seeded_subset(max_images, seed).to_memory()
     sets = {
         spec: generated_set(spec, held_images, seed)
@@ -99,11 +108,13 @@ def markdown(results: list[dict]) -> str:
 
 
 def main() -> None:
-    args = per_run_parser(__doc__ or "", FAR, "docs/results/ood-battery/battery.json").parse_args()
+    parser = per_run_parser(__doc__ or "", FAR, "docs/results/ood-battery/battery.json")
+    parser.add_argument("--combination", nargs="*", default=None, help="the decision's scores (default: the default)")
+    args = parser.parse_args()
     diagnose_each(
         args.runs,
         Path(args.out),
-        lambda run: battery(run, args.near, args.far, args.max_train, args.max_images, args.seed),
+        lambda run: battery(run, args.near, args.far, args.max_train, args.max_images, args.seed, args.combination),
         markdown,
     )
 
