@@ -13,7 +13,7 @@ gives them; nothing here judges a claim.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +36,7 @@ class Budget:
     groups: frozenset[str] = frozenset()  # the groups (methods) its config plans; empty: unknown
     claims: dict = field(default_factory=dict)  # its config's claims, as data (judged when results lack them)
     source: str = ""  # where its results are published
+    seeds: Mapping[str, int] = field(default_factory=dict)  # seeds its config plans per group; empty: unknown
 
     @property
     def done(self) -> int:
@@ -56,6 +57,35 @@ class Budget:
         """Whether this budget plans every group of at least one of the claim's paper-kind comparisons."""
         needs = [{group for group, _ in c.shown} for c in claim.comparisons if c.evidence == PAPER]
         return not self.groups or any(groups <= self.groups for groups in needs)
+
+
+def provisional(budget: Budget, result: ClaimResult | None) -> str:
+    """Why the claim's verdict at ``budget`` may still change with cells its config plans (empty: it will not):
+    a paper-kind comparison with data rests on fewer seeds than planned for its arms, or one whose arms are all
+    planned has no data yet (the claim's verdict is the weakest of those with data, so a missing one can lower
+    it). A budget cut short (its extra seeds not run) keeps these marks: that is what makes them provisional."""
+    if result is None or not budget.seeds or result.verdict == "missing" or not budget.plans(result.claim):
+        return ""
+    short: list[tuple[bool, int, int]] = []  # (not the deciding one, seeds, planned) of comparisons short of seeds
+    lacking = planned_comparisons = 0
+    for c in result.comparisons:
+        groups = {group for group, _ in c.shown}
+        if c.evidence != PAPER or not groups <= set(budget.seeds):
+            continue
+        planned_comparisons += 1
+        if c.verdict == "missing":
+            lacking += 1
+            continue
+        planned = min(budget.seeds[g] for g in groups)
+        if len(c.seeds) < planned:
+            short.append((c is not result.deciding, len(c.seeds), planned))
+    reasons = []
+    if short:
+        _, seeds, planned = min(short)  # the deciding comparison's, else the one with the fewest seeds
+        reasons.append(f"{seeds} of {planned} planned seeds")
+    if lacking:
+        reasons.append(f"{lacking} of {planned_comparisons} comparisons without data yet")
+    return "provisional: " + ", ".join(reasons) if reasons else ""
 
 
 def claims_by_budget(budgets: list[Budget]) -> list[tuple[Claim, list[ClaimResult | None]]]:
@@ -132,6 +162,12 @@ def _cell(result: ClaimResult | None, comparison: ComparisonResult | None) -> st
     return text
 
 
+def _marked(verdict: str, mark: str) -> str:
+    """A verdict in bold (when it is one), with why it is provisional in brackets."""
+    shown = f"**{verdict}**" if verdict in VERDICT_ORDER else verdict
+    return f"{shown} ({mark})" if mark else shown
+
+
 def budget_table(doc: Document, budgets: list[Budget]) -> None:
     """One row per claim: its verdict at each budget, then ONE comparison (the one deciding it at the last budget
     with a verdict) at every budget, and whether that comparison's verdict moved with budget."""
@@ -144,10 +180,11 @@ def budget_table(doc: Document, budgets: list[Budget]) -> None:
         one_seed = [
             b.label for b, c in zip(budgets, compared) if c is not None and c.mean is not None and not c.seeds[1:]
         ]
+        marks = [provisional(b, r) for b, r in zip(budgets, results)]
         rows.append(
             [
                 f"{claim.paper}: {claim.statement}",
-                *(f"**{v}**" if v in VERDICT_ORDER else v for v in verdicts),
+                *(_marked(v, mark) for v, mark in zip(verdicts, marks)),
                 label or "—",
                 *(_cell(r, c) for r, c in zip(results, compared)),
                 moved(moves, one_seed),
@@ -175,7 +212,8 @@ def budgets_paragraph(budgets: list[Budget]) -> str:
         "(the level and the number are shown when above one). The claim is then compared across budgets on one "
         "comparison, the one deciding it at the last budget with a verdict: *moved with budget* compares that "
         "comparison's verdicts, once each rests on two or more seeds; a budget still running gives a verdict from "
-        "the seeds it has."
+        "the seeds it has, marked *provisional* while one of the claim's comparisons rests on fewer seeds than "
+        "the config plans or has no data yet."
     )
 
 

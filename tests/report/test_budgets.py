@@ -24,6 +24,7 @@ from probcl.report.budgets import (
     budget_table,
     budgets_section,
     moved,
+    provisional,
     shown_verdict,
 )
 from probcl.report.document import Document
@@ -179,3 +180,27 @@ def test_the_verdict_vs_budget_figure_and_section(tmp_path):
     md = doc.to_markdown(tmp_path)
     assert (tmp_path / "plots" / "verdict-vs-budget.png").stat().st_size > 10_000
     assert "![Verdict vs budget" in md and "longer: docs/results/longer (not run yet: 0 of 6 cells)" in md
+
+
+def test_a_verdict_on_fewer_seeds_or_comparisons_than_planned_is_marked_provisional():
+    """The fixtures have 3 seeds per arm. Planned 3: the verdicts stand. Planned 6 (a budget whose extra seeds were
+    cut or have not run): the same verdicts are provisional, with the count. A claim of two comparisons, one of
+    whose arms has no cells yet, is provisional for the missing one (its verdict could lower the claim's)."""
+    planned = {"simclr": 3, "ebclr": 3}
+    linear, knn = rows([Budget("long", LONG, 6, GROUPS, CLAIMS, "x", planned)])
+    assert linear[1] == "**reproduced**" and knn[1] == "**contradicted**"
+    linear, knn = rows([Budget("long", LONG, 12, GROUPS, CLAIMS, "x", {"simclr": 6, "ebclr": 6})])
+    assert linear[1] == "**reproduced** (provisional: 3 of 6 planned seeds)"
+    assert knn[1] == "**contradicted** (provisional: 3 of 6 planned seeds)"
+    vs_simclr = CLAIMS["ebclr-linear"]["comparisons"][0]
+    vs_moco = {
+        "label": "EBCLR - MoCo, linear top-1",
+        "value": {"minus": [{"metric": ["ebclr", "linear/top1"]}, {"metric": ["moco", "linear/top1"]}]},
+    }
+    two = {"two": {"paper": "EBCLR", "statement": "two", "paper_numbers": "n",
+                   "comparisons": [vs_simclr, vs_moco]}}  # fmt: skip
+    groups = {"simclr": 3, "ebclr": 3, "moco": 3}
+    (row,) = rows([Budget("long", {**LONG, "config": {**LONG["config"], "claims": two}}, 9, frozenset(groups),
+                          two, "x", groups)])  # fmt: skip
+    assert row[1] == "**reproduced** (provisional: 1 of 2 comparisons without data yet)"
+    assert provisional(Budget("long", LONG, 6, GROUPS, CLAIMS, "x"), None) == ""  # no plan known: no mark

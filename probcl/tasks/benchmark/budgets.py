@@ -3,6 +3,7 @@ config's published results and plan, for the report's and the README's side-by-s
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 from probcl.core.io import read_json
@@ -25,5 +26,6 @@ def load_budgets(bench: BenchmarkConfig, current: dict | None = None, root: Path
         own = current is not None and folder == results_folder(bench)
         results = current if own else read_json(root / folder / "results.json")
         cells = grid(other)
-        budgets.append(Budget(label, results, len(cells), frozenset(c.group for c in cells), other.claims, folder))
+        seeds = Counter(c.group for c in cells)
+        budgets.append(Budget(label, results, len(cells), frozenset(seeds), other.claims, folder, seeds))
     return budgets
