@@ -9,9 +9,9 @@ between their study-summary markers.
 The study block is the headline table of ``--results``, its verdicts (unless those results are one of the
 budgets'), and each claim's verdict at every budget of ``--study`` (its ``budgets:``: the short and the long study,
 read from their published results.json, a budget without cells shown as not run yet); the split block is the
-second near-OOD split's (``--split``) table and verdicts. The blocks are generated,
-never edited by hand, so the README's and the docs' verdicts are the reports' (tests/report/test_readme_study.py
-runs the check).
+second near-OOD split's (``--split``) table and its claims' verdicts at every budget of ``--split-study``. The
+blocks are generated, never edited by hand, so the README's and the docs' verdicts are the reports'
+(tests/report/test_readme_study.py runs the check).
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ SPLIT_METHODS = ["simclr", "ebclr", "tau-simclr", "c-simclr", "simclr-dropout", 
 SPLIT_COLUMNS = ["linear top-1 %", "ECE", "near-OOD AUROC (default)", "near-OOD AUROC (temperature)"]
 RESULTS = "docs/results/study-fmnist-v3/results.json"
 SPLIT_RESULTS = "docs/results/study-fmnist-v3-split2/results.json"
-Block = Callable[[dict, Any, list[Budget]], str]  # (the study's results, the second split's, budgets) -> Markdown
+# (the study's results, the second split's, the study's budgets, the split's budgets) -> Markdown
+Block = Callable[[dict, Any, list[Budget], list[Budget]], str]
 
 
 def with_summary(text: str, summary: str, name: str, markers: tuple[str, str] = (BEGIN, END)) -> str:
@@ -63,14 +64,16 @@ def targets(
     """Each file with study blocks, and what each block (by its markers) holds."""
     return {
         root / "README.md": {
-            (BEGIN, END): lambda results, split, budgets: study_short_markdown(results, methods, columns, budgets),
-            (SPLIT_BEGIN, SPLIT_END): lambda results, split, budgets: study_short_markdown(
-                split, SPLIT_METHODS, SPLIT_COLUMNS
+            (BEGIN, END): lambda results, split, budgets, _: study_short_markdown(results, methods, columns, budgets),
+            (SPLIT_BEGIN, SPLIT_END): lambda results, split, _, split_budgets: study_short_markdown(
+                split, SPLIT_METHODS, SPLIT_COLUMNS, split_budgets
             ),
         },
         root / "docs" / "study.md": {
-            (BEGIN, END): lambda results, split, budgets: study_summary_markdown(results, budgets),
-            (SPLIT_BEGIN, SPLIT_END): lambda results, split, budgets: study_summary_markdown(split),
+            (BEGIN, END): lambda results, split, budgets, _: study_summary_markdown(results, budgets),
+            (SPLIT_BEGIN, SPLIT_END): lambda results, split, _, split_budgets: study_summary_markdown(
+                split, split_budgets
+            ),
         },
     }
 
@@ -88,7 +91,10 @@ def main() -> None:
         help="the second near-OOD split's results ('none': no split block)",
     )
     parser.add_argument("--root", default=str(ROOT), help="the checkout whose README.md and docs/study.md to update")
-    parser.add_argument("--study", default="fashion-mnist/study-v3", help="the config whose budgets: the blocks show")
+    parser.add_argument("--study", default="fashion-mnist/study-v3", help="the config whose budgets: the block shows")
+    parser.add_argument(
+        "--split-study", default="fashion-mnist/study-v3-split2", help="the config whose budgets: the split block shows"
+    )
     parser.add_argument("--methods", type=_names, default=README_METHODS, help="the README's methods (a,b,...)")
     parser.add_argument("--columns", type=_names, default=README_COLUMNS, help="the README's headline columns")
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 on a difference")
@@ -100,6 +106,7 @@ def main() -> None:
                 print(f"{write_published_report(results_path.parent, Path(args.root))}: from {results_path}")
     results, split = read_json(args.results), None if args.split == "none" else read_json(args.split)
     budgets = load_budgets(load_benchmark(args.study)[0], root=Path(args.root))
+    split_budgets = [] if split is None else load_budgets(load_benchmark(args.split_study)[0], root=Path(args.root))
     stale = []
     for path, blocks in targets(Path(args.root), args.methods, args.columns).items():
         text = path.read_text()
@@ -107,7 +114,7 @@ def main() -> None:
         for markers, block in blocks.items():
             if split is None and markers == (SPLIT_BEGIN, SPLIT_END):
                 continue
-            updated = with_summary(updated, block(results, split, budgets), str(path), markers)
+            updated = with_summary(updated, block(results, split, budgets, split_budgets), str(path), markers)
         if updated == text:
             continue
         if args.check:

@@ -35,13 +35,19 @@ def test_the_winner_is_simclr_pred_trial_1():
 
 
 @pytest.mark.parametrize(
-    "study", ["fashion-mnist/study-v3", "fashion-mnist/study-v3-long", "fashion-mnist/study-v3-split2"]
+    "study",
+    [
+        "fashion-mnist/study-v3",
+        "fashion-mnist/study-v3-long",
+        "fashion-mnist/study-v3-split2",
+        "fashion-mnist/study-v3-split2-long",
+    ],
 )
 def test_each_confirmation_cell_trains_the_winning_trial(study, tmp_path):
     trial = _cell("fashion-mnist/dev-tuning-trials", f"{WINNER}-t{TRIAL}", tmp_path)
     cell = _cell(study, WINNER, tmp_path)
     differing = {k for k in set(trial) | set(cell) if trial.get(k) != cell.get(k)}
-    if study.endswith("-long"):  # the long budget: 5x the epochs, as for every method there
+    if study.endswith("-long"):  # the long budgets: 5x the epochs, as for every method there
         assert cell["train.epochs"] == 5 * trial["train.epochs"]
         differing.discard("train.epochs")
     assert differing <= STUDY_ONLY, {k: (trial.get(k), cell.get(k)) for k in differing - STUDY_ONLY}

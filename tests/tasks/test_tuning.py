@@ -274,7 +274,7 @@ def v3_with_tuned_settings(tmp_path: Path) -> tuple[Path, dict[str, dict]]:
     folder = tmp_path / "presets"
     folder.mkdir()
     (folder / spec.tuned_file).write_text(yaml.safe_dump(tuned_tree(spec, select(spec, published))))
-    for name in ("study-v3.yaml", "study-v3-long.yaml", "study-v3-split2.yaml"):
+    for name in ("study-v3.yaml", "study-v3-long.yaml", "study-v3-split2.yaml", "study-v3-split2-long.yaml"):
         (folder / name).write_text((PRESETS / name).read_text())
     return folder, winners
 
@@ -326,11 +326,21 @@ def test_v3_studies_take_the_tuning_winners_six_seeds_and_a_second_split(tmp_pat
     assert all(method_seeds(split2, m) == six for m in split2.methods) and split2.seed_ensembles == ["simclr"]
     assert split2.overrides["data.dataset"] == "fashion-mnist:classes=0,1,3,4,5,7,8,9"
     assert split2.suite_options["ood"]["datasets"] == ["fashion-mnist:classes=2,6", "digits"]
-    assert set(split2.claims) == {"tau-ood-split2", "own-method-split2"} and not split2.budgets
+    assert set(split2.claims) == {"tau-ood-split2", "own-method-split2"}
+    assert list(split2.budgets.values()) == ["fashion-mnist/study-v3-split2", "fashion-mnist/study-v3-split2-long"]
     assert not any("8-9" in str(v) for v in split2.headline.values())
     tau = cell_settings(split2, base, Cell("tau-simclr", 3))
     assert tau["optim"]["lr"] == winners["tau-simclr"]["optim.lr"]
     assert tau["data"]["dataset"] == "fashion-mnist:classes=0,1,3,4,5,7,8,9"
+
+    # the split at 4,680 steps: only the own method's split-2 claim and its cells, six seeds, 5x the epochs
+    split2_long, base = load_benchmark(folder / "study-v3-split2-long.yaml")
+    assert set(split2_long.methods) == {"simclr", "tau-simclr", "ebclr", "c-simclr", "simclr-pred"}
+    assert all(method_seeds(split2_long, m) == six for m in split2_long.methods)
+    assert set(split2_long.claims) == {"own-method-split2"} and split2_long.overrides["train.epochs"] == 30
+    ebclr = cell_settings(split2_long, base, Cell("ebclr", 4))
+    assert ebclr["method_args"]["sgld"]["step_size"] == winners["ebclr"]["method_args.sgld.step_size"]
+    assert ebclr["data"]["dataset"] == "fashion-mnist:classes=0,1,3,4,5,7,8,9"
 
 
 def test_extends_null_removes_a_base_key_but_sets_a_value_under_overrides():
