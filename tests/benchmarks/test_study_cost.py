@@ -33,13 +33,15 @@ def test_hours_by_hand(tmp_path):
     _cell(tmp_path, "simclr-s1", 100, threads=2, started=3, per_epoch=600)  # resumed: 600 s x 6 epochs x 2 threads
     _cell(tmp_path, "simclr-s2", 0, started=6)  # resumed with nothing left: the group's median rate (600 s) x 6
     _cell(tmp_path, "moco-s0", 120, (60,), gpu="NVIDIA H200")  # on a GPU: 3 cell-minutes, no CPU-hours
+    _cell(tmp_path, "ebclr-s0", 1200, started=4)  # resumed, no rate recorded: 1200 s over its 2 epochs, x 6 = 1 h
     cost = cost_of(tmp_path)
-    simclr, moco = cost["groups"]["simclr"], cost["groups"]["moco"]
+    simclr, moco, ebclr = cost["groups"]["simclr"], cost["groups"]["moco"], cost["groups"]["ebclr"]
     assert simclr["cpu_cells"] == 3 and simclr["gpu_cells"] == 0 and simclr["estimated"] == 1
     assert simclr["cpu_hours_train"] == pytest.approx(1 + 2 * 1 + 1)
     assert simclr["cpu_hours_eval"] == pytest.approx(1)
     assert (moco["gpu_cells"], moco["cpu_hours_train"], moco["gpu_minutes"]) == (1, 0, pytest.approx(3))
-    assert cost["total"]["cpu_hours_train"] == pytest.approx(4)
+    assert (ebclr["cpu_hours_train"], ebclr["estimated"]) == (pytest.approx(1), 1)
+    assert cost["total"]["cpu_hours_train"] == pytest.approx(5)
 
 
 def test_writes_json_and_markdown_and_refuses_a_folder_without_cells(tmp_path, capsys):
