@@ -16,12 +16,16 @@ and intervals, with all seeds and without the dropped ones.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
-from probcl.core.io import atomic_write_json, atomic_write_text, read_json
-from probcl.report.claim_stats import ClaimResult
-from probcl.report.claims import evaluate_claims
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `common`, whether run as a script or imported
+from common import write_outputs  # noqa: E402
+
+from probcl.core.io import read_json  # noqa: E402
+from probcl.report.claim_stats import ClaimResult  # noqa: E402
+from probcl.report.claims import evaluate_claims  # noqa: E402
 
 
 def without_seeds(results: dict, seeds: set[int]) -> dict:
@@ -32,13 +36,7 @@ def without_seeds(results: dict, seeds: set[int]) -> dict:
 def summary(result: ClaimResult) -> dict:
     """A claim's verdict and its deciding comparison, as data."""
     c = result.deciding
-    if c is None:
-        return {"verdict": result.verdict, "deciding": None}
-    return {
-        "verdict": result.verdict,
-        "deciding": {"label": c.label, "seeds": c.seeds, "mean": c.mean, "paired": c.interval, "welch": c.welch,
-                     "level": c.level, "family": c.family, "numbers": c.numbers(), "verdict": c.verdict},
-    }  # fmt: skip
+    return {"verdict": result.verdict, "deciding": None if c is None else c.as_data()}
 
 
 def main() -> None:
@@ -55,7 +53,6 @@ def main() -> None:
     rows: list[dict[str, Any]] = [
         {"claim": a.name, "all seeds": summary(a), "without": summary(b)} for a, b in zip(every, kept)
     ]
-    atomic_write_json(Path(args.out), {"results": args.results, "dropped_seeds": sorted(dropped), "claims": rows})
     seeds = ", ".join(map(str, sorted(dropped)))
     lines = [
         f"# Claims without seed {seeds}",
@@ -75,9 +72,8 @@ def main() -> None:
             cells += [f"**{found['verdict']}**", "—" if deciding is None else f"{deciding['label']}: "
                       f"{deciding['numbers']} ({len(deciding['seeds'])} seeds)"]  # fmt: skip
         lines.append(f"| {row['claim']} | " + " | ".join(cells) + " |")
-    table = "\n".join(lines) + "\n"
-    atomic_write_text(Path(args.out).with_suffix(".md"), table)
-    print(table)
+    data = {"results": args.results, "dropped_seeds": sorted(dropped), "claims": rows}
+    write_outputs(Path(args.out), data, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Shared by the benchmark scripts: one optimiser step of a method outside Lightning; a timed pretraining run; the
-per-run command line and resumable JSON + Markdown output of the scripts that diagnose trained runs."""
+per-run command line and resumable JSON + Markdown output of the scripts that diagnose trained runs; the JSON +
+Markdown output of every script that writes both."""
 
 from __future__ import annotations
 
@@ -90,3 +91,12 @@ def diagnose_each(
         )
         atomic_write_text(out.with_suffix(".md"), markdown(results))
     print(markdown(results))
+
+
+def write_outputs(out: Path, data: dict, table: str) -> None:
+    """Write ``data`` to ``out`` (JSON) and ``table`` beside it (same name, ``.md``), then print the table."""
+    from probcl.core.io import atomic_write_json, atomic_write_text
+
+    atomic_write_json(out, data)
+    atomic_write_text(out.with_suffix(".md"), table)
+    print(table)

@@ -25,9 +25,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from probcl.core.io import atomic_write_json, atomic_write_text, read_json
-from probcl.report.claims import evaluate_claims
-from probcl.tasks.evaluate import scalar_metrics
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `common`, whether run as a script or imported
+from common import write_outputs  # noqa: E402
+
+from probcl.core.io import read_json  # noqa: E402
+from probcl.report.claims import evaluate_claims  # noqa: E402
+from probcl.tasks.evaluate import scalar_metrics  # noqa: E402
 
 CLAIM = "vem-calibration"
 PROBE = "sgd-heldout"
@@ -80,13 +83,7 @@ def main() -> None:
             probe, lbfgs = calibration[PROBE], calibration
             rows.append([f"{method}-s{seed}", probe["ece"], probe["nll"], lbfgs["ece"], lbfgs["nll"], probe["top1"]])
     result = evaluate_claims({"config": {"claims": {CLAIM: heldout_claim(study)}}, "cells": cells})[0]
-    comparisons = [
-        {"label": c.label, "seeds": c.seeds, "mean": c.mean, "level": c.level, "paired": c.interval, "welch": c.welch,
-         "verdict": c.verdict, "sampling_std": c.sampling_std}
-        for c in result.comparisons
-    ]  # fmt: skip
-    atomic_write_json(Path(args.out), {"claim": CLAIM, "probe": PROBE, "verdict": result.verdict, "cells": rows,
-                                       "comparisons": comparisons})  # fmt: skip
+    comparisons = [c.as_data() for c in result.comparisons]
     lines = [
         f"# {CLAIM} with the `{PROBE}` probe",
         "",
@@ -107,9 +104,8 @@ def main() -> None:
             if c.mean is not None
         ),
     ]
-    table = "\n".join(lines) + "\n"
-    atomic_write_text(Path(args.out).with_suffix(".md"), table)
-    print(table)
+    data = {"claim": CLAIM, "probe": PROBE, "verdict": result.verdict, "cells": rows, "comparisons": comparisons}
+    write_outputs(Path(args.out), data, "\n".join(lines) + "\n")
 
 
 def _span(interval: tuple[float, float] | None) -> str:

@@ -25,13 +25,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from probcl.core.io import atomic_write_json, atomic_write_text
-from probcl.errors import ConfigError
-from probcl.eval.ood_scores.per_image import load_scores
-from probcl.eval.ood_scores.selection import CANDIDATES, TARGET, choose, judge_cell, summarise
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `common`, whether run as a script or imported
+from common import write_outputs  # noqa: E402
+
+from probcl.core.io import atomic_write_text  # noqa: E402
+from probcl.errors import ConfigError  # noqa: E402
+from probcl.eval.ood_scores.per_image import load_scores  # noqa: E402
+from probcl.eval.ood_scores.selection import CANDIDATES, TARGET, choose, judge_cell, summarise  # noqa: E402
 
 
 def cell_labels(folders: list[str]) -> list[str]:
@@ -199,11 +203,7 @@ def main() -> None:
         print(table)
         return
     result = apply_rule(args.develop, args.confirm, args.candidate, args.near)
-    out = Path(args.out)
-    atomic_write_json(out, result)
-    table = markdown(result)
-    atomic_write_text(out.with_suffix(".md"), table)
-    print(table)
+    write_outputs(Path(args.out), result, markdown(result))
 
 
 if __name__ == "__main__":

@@ -17,12 +17,16 @@ Prints a Markdown table (also written next to ``--out``).
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
-from probcl.core.io import atomic_write_json, atomic_write_text, read_json
-from probcl.report.claim_stats import span
-from probcl.report.claims import evaluate_claims
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `common`, whether run as a script or imported
+from common import write_outputs  # noqa: E402
+
+from probcl.core.io import read_json  # noqa: E402
+from probcl.report.claim_stats import span  # noqa: E402
+from probcl.report.claims import evaluate_claims  # noqa: E402
 
 SCORES = ["default", "knn10", "knn1_raw", "mahalanobis", "feature_norm", "input_stats"]
 
@@ -58,10 +62,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for result in judged:
         (c,) = result.comparisons
-        rows.append({"score": result.name, "seeds": c.seeds, "mean": c.mean, "paired": c.interval, "welch": c.welch,
-                     "verdict": c.verdict})  # fmt: skip
-    atomic_write_json(Path(args.out), {"results": args.results, "a": args.a, "b": args.b, "set": args.ood_set,
-                                       "comparisons": rows})  # fmt: skip
+        rows.append({"score": result.name, **c.as_data()})
     lines = [
         f"# {args.a} - {args.b}, near-OOD AUROC on {args.ood_set}, score by score",
         "",
@@ -78,9 +79,8 @@ def main() -> None:
             for r in rows
         ),
     ]
-    table = "\n".join(lines) + "\n"
-    atomic_write_text(Path(args.out).with_suffix(".md"), table)
-    print(table)
+    data = {"results": args.results, "a": args.a, "b": args.b, "set": args.ood_set, "comparisons": rows}
+    write_outputs(Path(args.out), data, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

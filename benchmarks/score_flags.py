@@ -34,9 +34,8 @@ from PIL import Image
 from sklearn.metrics import roc_auc_score
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import timed_pretrain  # noqa: E402
+from common import timed_pretrain, write_outputs  # noqa: E402
 
-from probcl.core.io import atomic_write_json, atomic_write_text  # noqa: E402
 from probcl.data.loaders import load_dataset  # noqa: E402
 
 SPLITS = {"8-9": "0-7", "2,6": "0,1,3,4,5,7,8,9"}  # held-out classes -> training classes
@@ -137,10 +136,7 @@ def main() -> None:
     results = [one_split(held_out, SPLITS[held_out], Path(args.work)) for held_out in args.splits]
     capability = torch.backends.cpu.get_cpu_capability()
     out = Path(args.out)
-    atomic_write_json(out, {"splits": results, "cpu_capability": capability, "calibration": CALIBRATION})
-    table = markdown(results)
-    atomic_write_text(out.with_suffix(".md"), table)
-    print(table)
+    write_outputs(out, {"splits": results, "cpu_capability": capability, "calibration": CALIBRATION}, markdown(results))
 
 
 if __name__ == "__main__":

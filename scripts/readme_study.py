@@ -20,7 +20,6 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from probcl.core.io import atomic_write_text, read_json
 from probcl.report.benchmark_report import study_short_markdown, study_summary_markdown
@@ -44,8 +43,7 @@ SPLIT_METHODS = ["simclr", "ebclr", "tau-simclr", "c-simclr", "simclr-dropout", 
 SPLIT_COLUMNS = ["linear top-1 %", "ECE", "near-OOD AUROC (default)", "near-OOD AUROC (temperature)"]
 RESULTS = "docs/results/study-fmnist-v3/results.json"
 SPLIT_RESULTS = "docs/results/study-fmnist-v3-split2/results.json"
-# (the study's results, the second split's, the study's budgets, the split's budgets) -> Markdown
-Block = Callable[[dict, Any, list[Budget], list[Budget]], str]
+Block = Callable[[dict, list[Budget]], str]  # (a study's results, its budgets) -> Markdown
 
 
 def with_summary(text: str, summary: str, name: str, markers: tuple[str, str] = (BEGIN, END)) -> str:
@@ -61,19 +59,18 @@ def with_summary(text: str, summary: str, name: str, markers: tuple[str, str] = 
 def targets(
     root: Path, methods: list[str] = README_METHODS, columns: list[str] = README_COLUMNS
 ) -> dict[Path, dict[tuple[str, str], Block]]:
-    """Each file with study blocks, and what each block (by its markers) holds."""
+    """Each file with study blocks, and what each block (by its markers) holds: the study's block is given the
+    study's results and budgets, the split's block the split's."""
     return {
         root / "README.md": {
-            (BEGIN, END): lambda results, split, budgets, _: study_short_markdown(results, methods, columns, budgets),
-            (SPLIT_BEGIN, SPLIT_END): lambda results, split, _, split_budgets: study_short_markdown(
-                split, SPLIT_METHODS, SPLIT_COLUMNS, split_budgets
+            (BEGIN, END): lambda results, budgets: study_short_markdown(results, methods, columns, budgets),
+            (SPLIT_BEGIN, SPLIT_END): lambda results, budgets: study_short_markdown(
+                results, SPLIT_METHODS, SPLIT_COLUMNS, budgets
             ),
         },
         root / "docs" / "study.md": {
-            (BEGIN, END): lambda results, split, budgets, _: study_summary_markdown(results, budgets),
-            (SPLIT_BEGIN, SPLIT_END): lambda results, split, _, split_budgets: study_summary_markdown(
-                split, split_budgets
-            ),
+            (BEGIN, END): study_summary_markdown,
+            (SPLIT_BEGIN, SPLIT_END): study_summary_markdown,
         },
     }
 
@@ -105,16 +102,17 @@ def main() -> None:
             if (results_path.parent / "report.md").exists():
                 print(f"{write_published_report(results_path.parent, Path(args.root))}: from {results_path}")
     results, split = read_json(args.results), None if args.split == "none" else read_json(args.split)
-    budgets = load_budgets(load_benchmark(args.study)[0], root=Path(args.root))
-    split_budgets = [] if split is None else load_budgets(load_benchmark(args.split_study)[0], root=Path(args.root))
+    sources = {(BEGIN, END): (results, load_budgets(load_benchmark(args.study)[0], root=Path(args.root)))}
+    if split is not None:
+        split_budgets = load_budgets(load_benchmark(args.split_study)[0], root=Path(args.root))
+        sources[SPLIT_BEGIN, SPLIT_END] = (split, split_budgets)
     stale = []
     for path, blocks in targets(Path(args.root), args.methods, args.columns).items():
         text = path.read_text()
         updated = text
         for markers, block in blocks.items():
-            if split is None and markers == (SPLIT_BEGIN, SPLIT_END):
-                continue
-            updated = with_summary(updated, block(results, split, budgets, split_budgets), str(path), markers)
+            if markers in sources:
+                updated = with_summary(updated, block(*sources[markers]), str(path), markers)
         if updated == text:
             continue
         if args.check:

@@ -163,6 +163,21 @@ class ComparisonResult:
         """``label: numbers`` (see :meth:`numbers`)."""
         return f"{self.label}: {self.numbers()}"
 
+    def as_data(self) -> dict:
+        """The comparison's figures as JSON-ready data (what the scripts that re-judge published claims write)."""
+        return {
+            "label": self.label,
+            "seeds": self.seeds,
+            "mean": self.mean,
+            "paired": self.interval,
+            "welch": self.welch,
+            "level": self.level,
+            "family": self.family,
+            "sampling_std": self.sampling_std,
+            "verdict": self.verdict,
+            "numbers": self.numbers(),
+        }
+
     def reason(self) -> str:
         """One sentence on why the verdict is what it is."""
         if self.verdict == "missing":
