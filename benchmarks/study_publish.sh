@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Publish the finished cells of a study that runs from another checkout (study v3: the worktree of branch v3-run,
+# whose frozen code the cells must run; see benchmarks/study_queue.sh) into this checkout, and rebuild from them
+# the reports and README blocks that summarise them:
+#
+#   bash benchmarks/study_publish.sh ../wt-v3 fashion-mnist/study-v3-long fashion-mnist/study-v3
+#   bash benchmarks/study_publish.sh ../wt-v3 fashion-mnist/study-v3-split2-long fashion-mnist/study-v3-split2
+#
+# 1. in the worktree, `--report-only` copies the cells that finished there into its publish folder (cells only:
+#    that checkout's report is not kept);
+# 2. their small files are copied into this checkout's publish folder (a cell published here before is replaced
+#    by the same files: a finished cell does not change);
+# 3. here, `--report-only` rebuilds the config's report from every published cell with today's report code, then
+#    each further config named (those whose reports show this one as a budget), then the README's study blocks.
+# Run it from this checkout's root; nothing is committed.
+set -euo pipefail
+(( $# >= 2 )) || { echo "study_publish.sh: give the worktree, the config, and any configs to rebuild after it" >&2; exit 2; }
+worktree=$1 config=$2
+shift 2
+[[ -d $worktree ]] || { echo "study_publish.sh: no worktree at $worktree" >&2; exit 2; }
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # share the machine with the workers
+here=$PWD  # this checkout's probcl, installed or not (the worktree's runs from its own root the same way)
+publish=$(python3 -c "import sys; from probcl.tasks.benchmark.grid import load_benchmark
+print(load_benchmark(sys.argv[1])[0].publish or '')" "$config")
+[[ -n $publish ]] || { echo "study_publish.sh: $config has no publish folder" >&2; exit 2; }
+(cd "$worktree" && python3 -m probcl.cli benchmark --config "$config" --report-only | tail -1)
+mkdir -p "$publish/cells"
+cp -r "$worktree/$publish/cells/." "$publish/cells/"
+for each in "$config" "$@"; do
+    python3 -m probcl.cli benchmark --config "$each" --report-only | tail -1
+done
+PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" python3 scripts/readme_study.py | tail -1
