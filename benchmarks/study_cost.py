@@ -5,10 +5,10 @@
 
 Each folder is a published benchmark (``cells/NAME/cell.json``, and ``eval.json`` where the cell was evaluated).
 Per cell: its training time is the pretraining call's wall seconds as ``cell.json`` records them; a cell resumed
-after an interruption recorded only its last call, so its training is its seconds per epoch (of that call: the
-recorded rate, else the call's seconds over the epochs it trained, marked estimated) times its epochs, and a cell
-whose last call had no epoch left to train takes the median seconds per epoch of its group on the same kind of
-hardware (marked estimated). Its evaluation time is the sum of the suites' own ``seconds`` in
+after an interruption recorded only its last call, so its training is that call's seconds per epoch (recorded, or
+for cells recorded before resumed calls kept their rate, the call's seconds over the epochs it trained) times its
+epochs, marked estimated, and a cell whose last call had no epoch left to train takes the median seconds per epoch
+of its group on the same kind of hardware (marked estimated). Its evaluation time is the sum of the suites' own ``seconds`` in
 ``eval.json``. CPU-hours are those wall seconds times the torch threads the cell ran with (one for the study's
 cells), so they count a core-hour per thread-hour whether or not the machine was shared. A cell that ran on a GPU
 (``provenance.gpu``) is counted apart, as its wall minutes on the device ("cell-minutes"): the cells of one device
@@ -61,9 +61,9 @@ def read_cell(cell_dir: Path) -> dict:
     provenance = record.get("provenance", {})
     epochs, started = int(record.get("epochs") or 0), int(record.get("started_at_epoch") or 0)
     seconds, per_epoch = float(record.get("seconds") or 0.0), record.get("seconds_per_epoch")
-    extrapolated = False
-    if started and not per_epoch and epochs > started:  # the last call's own rate (start-up included)
-        per_epoch, extrapolated = seconds / (epochs - started), True
+    extrapolated = bool(started)  # a resumed cell: its earlier calls' time is the last call's rate times their epochs
+    if started and not per_epoch and epochs > started:  # recorded before cells kept a resumed call's own rate
+        per_epoch = seconds / (epochs - started)
     if not started:
         train = seconds
     elif per_epoch:

@@ -36,7 +36,7 @@ def test_hours_by_hand(tmp_path):
     _cell(tmp_path, "ebclr-s0", 1200, started=4)  # resumed, no rate recorded: 1200 s over its 2 epochs, x 6 = 1 h
     cost = cost_of(tmp_path)
     simclr, moco, ebclr = cost["groups"]["simclr"], cost["groups"]["moco"], cost["groups"]["ebclr"]
-    assert simclr["cpu_cells"] == 3 and simclr["gpu_cells"] == 0 and simclr["estimated"] == 1
+    assert simclr["cpu_cells"] == 3 and simclr["gpu_cells"] == 0 and simclr["estimated"] == 2  # both resumed
     assert simclr["cpu_hours_train"] == pytest.approx(1 + 2 * 1 + 1)
     assert simclr["cpu_hours_eval"] == pytest.approx(1)
     assert (moco["gpu_cells"], moco["cpu_hours_train"], moco["gpu_minutes"]) == (1, 0, pytest.approx(3))

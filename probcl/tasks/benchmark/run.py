@@ -87,8 +87,11 @@ def train_cell(cfg: Config) -> tuple[dict, bool]:
         timing="wall time of the pretraining call (data loading, training, per-epoch monitor)",
         provenance=provenance(),
     )
-    if start_epoch == 0:  # a resumed cell's wall time does not cover whole epochs
-        record["seconds_per_epoch"] = round(seconds / cfg.train.epochs, 2)
+    trained_epochs = cfg.train.epochs - start_epoch
+    if trained_epochs > 0:  # a resumed call's rate is over the epochs it trained (its start-up included)
+        record["seconds_per_epoch"] = round(seconds / trained_epochs, 2)
+    if start_epoch:
+        record["timing"] += f"; resumed at epoch {start_epoch}: seconds cover this call's {trained_epochs} epochs"
     atomic_write_json(record_path, record)
     return record, True
 
@@ -235,6 +238,8 @@ def run_benchmark(
             status = "restored from the published copy" if _restored(root, cell) else "trained in an earlier run"
         else:
             status = f"{record.get('seconds_per_epoch', '-')} s/epoch"
+            if record.get("started_at_epoch"):
+                status += f" (resumed at epoch {record['started_at_epoch']})"
         log(f"[{i}/{len(cells)}] {'trained' if changed else 'done'} {cell.name}: {status}")
         changed = evaluate_ready(bench, root, cells[:i], log) or changed
         # rebuilding costs ~1 min with the study's plots: not for every finished cell on a resume

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import yaml
@@ -423,3 +425,29 @@ def test_seeds_split_a_grid_between_machines_and_no_report_leaves_the_report_to_
     assert [c["name"] for c in read_json(out / "results.json")["cells"]] == ["simclr-s0", "simclr-s1"]
     for bad in ("7", "0,x", ","):
         assert main(["benchmark", "--config", bench_file, "--seeds", bad]) != 0
+
+
+def test_a_resumed_cell_records_its_rate_over_the_epochs_it_trained(tmp_path, monkeypatch):
+    """A cell resumed from its checkpoint at epoch 3 of 5, whose call took 60 s: 30 s per epoch trained, not 12 s
+    over all 5 (nor no rate, as cells recorded before), and the record says it was resumed."""
+    import probcl.tasks.benchmark.run as run_module
+    import probcl.tasks.pretrain as pretrain_module
+    from probcl.core.layout import RunPaths
+
+    bench, base_dir = load_benchmark(
+        write(
+            tmp_path / "b.yaml",
+            {"methods": {"simclr": "fashion-mnist/simclr"}, "overrides": {**TINY, "train.epochs": 5}, "seeds": [0]},
+        )
+    )
+    cfg = cell_config(bench, Cell("simclr", 0), tmp_path / "out", base_dir)
+    paths = RunPaths(tmp_path / "out" / "cells" / "simclr-s0")
+    paths.last.parent.mkdir(parents=True)
+    torch.save({"epoch": 3}, paths.last)  # what a worker stopped after epoch 3 leaves
+    clock = iter([100.0, 160.0])
+    monkeypatch.setattr(run_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))  # this module's clock
+    monkeypatch.setattr(pretrain_module, "pretrain", lambda cfg: None)  # the 2 remaining epochs, in 60 s
+    record, trained = run_module.train_cell(cfg)
+    assert trained and record["started_at_epoch"] == 3 and record["seconds"] == 60
+    assert record["seconds_per_epoch"] == 30
+    assert "resumed at epoch 3" in record["timing"]
