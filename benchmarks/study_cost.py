@@ -3,16 +3,16 @@
     python benchmarks/study_cost.py docs/results/study-v3-tuning docs/results/study-fmnist-v3 \\
         [--out docs/results/study-v3-cost.json]
 
-Each folder is a published benchmark (``cells/NAME/cell.json``, and ``eval.json`` where the cell was evaluated).
-Per cell: its training time is the pretraining call's wall seconds as ``cell.json`` records them; a cell resumed
-after an interruption recorded only its last call, so its training is that call's seconds per epoch (recorded, or
-for cells recorded before resumed calls kept their rate, the call's seconds over the epochs it trained) times its
+Each folder is a published benchmark (``cells/NAME/cell.json``, and ``eval.json`` where the cell was evaluated). Per
+cell: its training time is the pretraining call's wall seconds as ``cell.json`` records them; a cell resumed after
+an interruption recorded only its last call, so its training is that call's seconds per epoch (recorded, or for
+cells recorded before resumed calls kept their rate, the call's seconds over the epochs it trained) times its
 epochs, marked estimated, and a cell whose last call had no epoch left to train takes the median seconds per epoch
-of its group on the same kind of hardware (marked estimated). Its evaluation time is the sum of the suites' own ``seconds`` in
-``eval.json``. CPU-hours are those wall seconds times the torch threads the cell ran with (one for the study's
-cells), so they count a core-hour per thread-hour whether or not the machine was shared. A cell that ran on a GPU
-(``provenance.gpu``) is counted apart, as its wall minutes on the device ("cell-minutes"): the cells of one device
-call shared one GPU, so their minutes add up to more than the device was held.
+of its group on the same kind of hardware (marked estimated). Its evaluation time is the sum of the suites' own
+``seconds`` in ``eval.json``. CPU-hours are those wall seconds times the torch threads the cell ran with (one for
+the study's cells), so they count a core-hour per thread-hour whether or not the machine was shared. A cell that ran
+on a GPU (``provenance.gpu``) is counted apart, as its wall minutes on the device ("cell-minutes"): the cells of one
+device call shared one GPU, so their minutes add up to more than the device was held.
 
 Groups are cell names without the seed (``simclr-b16-authors-s3`` -> ``simclr-b16-authors``; tuning trials
 ``byol-t4-s0`` -> ``byol`` trials). Prints one Markdown table per folder and writes the JSON (and the Markdown next
