@@ -13,6 +13,7 @@ gives them; nothing here judges a claim.
 from __future__ import annotations
 
 import textwrap
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,12 +62,17 @@ class Budget:
 
 def provisional(budget: Budget, result: ClaimResult | None) -> str:
     """Why the claim's verdict at ``budget`` may still change with cells its config plans (empty: it will not):
-    a paper-kind comparison with data rests on fewer seeds than planned for its arms, or one whose arms are all
-    planned has no data yet (the claim's verdict is the weakest of those with data, so a missing one can lower
-    it). A budget cut short (its extra seeds not run) keeps these marks: that is what makes them provisional."""
+    a paper-kind comparison with data rests on fewer seeds than planned for its arms; or one of its seeds lacks an
+    arm that is still to run (a "best of" comparator takes the best of the arms a seed has, so a seed without one
+    of them is compared with a weaker comparator than it will be); or one whose arms are all planned has no data yet
+    (the claim's verdict is the weakest of those with data, so a missing one can lower it). A budget cut short (its
+    extra seeds not run) keeps these marks: that is what makes them provisional."""
     if result is None or not budget.seeds or result.verdict == "missing" or not budget.plans(result.claim):
         return ""
+    done = {(cell["group"], cell["seed"]) for cell in (budget.results or {}).get("cells", []) if not cell["error"]}
+    done_seeds = Counter(group for group, _ in done)
     short: list[tuple[bool, int, int]] = []  # (not the deciding one, seeds, planned) of comparisons short of seeds
+    without_an_arm: set[int] = set()  # seeds compared while one of their arms is still to run
     lacking = planned_comparisons = 0
     for c in result.comparisons:
         groups = {group for group, _ in c.shown}
@@ -79,10 +85,15 @@ def provisional(budget: Budget, result: ClaimResult | None) -> str:
         planned = min(budget.seeds[g] for g in groups)
         if len(c.seeds) < planned:
             short.append((c is not result.deciding, len(c.seeds), planned))
+        to_run = [g for g in groups if done_seeds[g] < budget.seeds[g]]  # arms with planned seeds still to run
+        without_an_arm |= {s for s in c.seeds if any((g, s) not in done for g in to_run)}
     reasons = []
     if short:
         _, seeds, planned = min(short)  # the deciding comparison's, else the one with the fewest seeds
         reasons.append(f"{seeds} of {planned} planned seeds")
+    if without_an_arm:
+        listed = ", ".join(map(str, sorted(without_an_arm)))
+        reasons.append(f"seed{'s' if len(without_an_arm) > 1 else ''} {listed} without every arm yet")
     if lacking:
         reasons.append(f"{lacking} of {planned_comparisons} comparisons without data yet")
     return "provisional: " + ", ".join(reasons) if reasons else ""
@@ -213,7 +224,7 @@ def budgets_paragraph(budgets: list[Budget]) -> str:
         "comparison, the one deciding it at the last budget with a verdict: *moved with budget* compares that "
         "comparison's verdicts, once each rests on two or more seeds; a budget still running gives a verdict from "
         "the seeds it has, marked *provisional* while one of the claim's comparisons rests on fewer seeds than "
-        "the config plans or has no data yet."
+        "the config plans, compares a seed whose arms have not all run, or has no data yet."
     )
 
 

@@ -204,3 +204,26 @@ def test_a_verdict_on_fewer_seeds_or_comparisons_than_planned_is_marked_provisio
                           two, "x", groups)])  # fmt: skip
     assert row[1] == "**reproduced** (provisional: 1 of 2 comparisons without data yet)"
     assert provisional(Budget("long", LONG, 6, GROUPS, CLAIMS, "x"), None) == ""  # no plan known: no mark
+
+
+def test_a_seed_compared_while_one_of_its_arms_is_still_to_run_is_marked_provisional():
+    """EBCLR - the best of SimCLR and MoCo, where MoCo (linear 90, above SimCLR's 85) has run seed 0 only: seeds 1
+    and 2 are compared with SimCLR alone, a weaker comparator than they will have (differences 88 - 90 = -2 at
+    seed 0, then 89 - 85 = +4 and 90 - 85 = +5). With MoCo planned for 3 seeds that is provisional; planned for 1,
+    the comparison is what it will be."""
+    best = {
+        "label": "EBCLR - best of SimCLR and MoCo, linear top-1",
+        "value": {"minus": [{"metric": ["ebclr", "linear/top1"]},
+                            {"best": [{"metric": ["simclr", "linear/top1"]}, {"metric": ["moco", "linear/top1"]}]}]},
+    }  # fmt: skip
+    claims = {"best": {"paper": "EBCLR", "statement": "best", "paper_numbers": "n", "comparisons": [best]}}
+    moco = {"name": "moco-s0", "group": "moco", "method": "moco", "seed": 0, "error": None,
+            "metrics": {"linear/top1": 90.0}}  # fmt: skip
+    results = {**LONG, "config": {**LONG["config"], "claims": claims}, "cells": [*LONG["cells"], moco]}
+    for moco_seeds, mark in ((3, " (provisional: seeds 1, 2 without every arm yet)"), (1, "")):
+        planned = {"simclr": 3, "ebclr": 3, "moco": moco_seeds}
+        judged = Budget("long", results, 7, frozenset(planned), claims, "x", planned)
+        result = judged.judged()["best"]
+        assert result.comparisons[0].differences == pytest.approx([-2.0, 4.0, 5.0])
+        (row,) = rows([judged])
+        assert row[1] == f"**{result.verdict}**{mark}"

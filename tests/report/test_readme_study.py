@@ -115,7 +115,8 @@ and the intervals of the comparisons that decide a claim are Holm-corrected for 
 number are shown when above one). The claim is then compared across budgets on one comparison, the one deciding it \
 at the last budget with a verdict: *moved with budget* compares that comparison's verdicts, once each rests on two \
 or more seeds; a budget still running gives a verdict from the seeds it has, marked *provisional* while one of the \
-claim's comparisons rests on fewer seeds than the config plans or has no data yet.
+claim's comparisons rests on fewer seeds than the config plans, compares a seed whose arms have not all run, or \
+has no data yet.
 
 | claim | verdict at 936 steps (6 of 6 cells) | verdict at 4,680 steps (6 of 6 cells) | verdict at 9,360 steps \
 (not run yet: 0 of 6 cells) | compared at every budget: the comparison deciding the claim at the last budget with a \
