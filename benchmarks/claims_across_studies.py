@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # `common`, whether run as a script or imported
-from claims_without_seeds import summary  # noqa: E402
+from claims_without_seeds import summary, without_seeds  # noqa: E402
 from common import write_outputs  # noqa: E402
 
 from probcl.core.io import read_json  # noqa: E402
@@ -35,8 +35,8 @@ from probcl.report.claims import evaluate_claims  # noqa: E402
 
 
 def only_seeds(results: dict, seeds: set[int]) -> dict:
-    """``results`` with only the cells of ``seeds`` (every group)."""
-    return {**results, "cells": [c for c in results["cells"] if c["seed"] in seeds]}
+    """``results`` with only the cells of ``seeds`` (every group): the other seeds dropped."""
+    return without_seeds(results, {c["seed"] for c in results["cells"]} - seeds)
 
 
 def seeds_of(results: dict) -> set[int]:
