@@ -6,7 +6,8 @@
 #   cd ../wt-v3 && OMP_NUM_THREADS=1 setsid nohup nice -n 10 bash ../main/benchmarks/study_queue.sh \
 #       fashion-mnist/study-v3-long fashion-mnist/study-v3-split2-long > ../wt-v3-queue-1.log 2>&1 &
 #
-# Run it in the checkout whose code the cells must run (study v3: the worktree of branch v3-run); start a second
+# Run it in the checkout whose code the cells must run (study v3: the worktree of branch v3-run, which
+# `bash benchmarks/study_worktree.sh ../wt-v3` sets up on a fresh machine); start a second
 # one 20 s later. No report is written (--no-report): publish with `probcl benchmark --config C --report-only`.
 set -uo pipefail
 (( $# > 0 )) || { echo "study_queue.sh: name one or more benchmark configs (see the header)" >&2; exit 2; }
