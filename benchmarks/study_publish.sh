@@ -8,8 +8,9 @@
 #
 # 1. in the worktree, `--report-only` copies the cells that finished there into its publish folder (cells only:
 #    that checkout's report is not kept);
-# 2. their small files are copied into this checkout's publish folder (a cell published here before is replaced
-#    by the same files: a finished cell does not change);
+# 2. the cells this checkout has not published yet are copied into its publish folder (one published before is
+#    kept as it is: a cell trained again, e.g. for its checkpoint on a fresh machine, gives the same numbers but
+#    other timings, benchmarks/study_worktree.sh);
 # 3. here, `--report-only` rebuilds the config's report from every published cell with today's report code, then
 #    each further config named (those whose reports show this one as a budget), then the README's study blocks.
 # Run it from this checkout's root; nothing is committed.
@@ -25,7 +26,10 @@ print(load_benchmark(sys.argv[1])[0].publish or '')" "$config")
 [[ -n $publish ]] || { echo "study_publish.sh: $config has no publish folder" >&2; exit 2; }
 (cd "$worktree" && python3 -m probcl.cli benchmark --config "$config" --report-only | tail -1)
 mkdir -p "$publish/cells"
-cp -r "$worktree/$publish/cells/." "$publish/cells/"
+for cell in "$worktree/$publish/cells"/*/; do
+    name=$(basename "$cell")
+    [[ -e $publish/cells/$name ]] || cp -r "$cell" "$publish/cells/$name"
+done
 for each in "$config" "$@"; do
     python3 -m probcl.cli benchmark --config "$each" --report-only | tail -1
 done
