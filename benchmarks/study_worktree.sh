@@ -43,7 +43,8 @@ else
     git worktree add -q -B v3-run "$worktree" "$commit"
 fi
 for config in study-v3-long study-v3-split2-long; do
-    publish=$(sed -n 's/^publish: *//p' "probcl/presets/fashion-mnist/$config.yaml")
+    publish=$(python3 -c "import sys; from probcl.tasks.benchmark.grid import load_benchmark
+print(load_benchmark(sys.argv[1])[0].publish or '')" "fashion-mnist/$config")  # as study_publish.sh reads it
     if [[ -d $publish/cells ]]; then
         mkdir -p "$worktree/$publish/cells"
         cp -r "$publish/cells/." "$worktree/$publish/cells/"
