@@ -11,7 +11,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from probcl.config import from_dict
+from probcl.config import INFERENCE_BATCH_SIZE, from_dict
+from probcl.core.deprecation import RenamedFlag
 
 
 def options_from_flags(
@@ -25,3 +26,25 @@ def options_from_flags(
     data.update(values)
     names = {name: (flags or {}).get(name, "--" + name.replace("_", "-")) for name in data}
     return from_dict(cls, data, names=names)
+
+
+def add_inference_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a command that runs a trained model over a dataset: ``--inference-batch-size`` (and its retired
+    spelling ``--batch-size``), ``--num-workers`` and ``--device``. Each is unset (``None``) unless given, so that the
+    task's options dataclass keeps its default (:func:`options_from_flags`)."""
+    p.add_argument(
+        "--inference-batch-size",
+        dest="batch_size",
+        type=int,
+        help=f"images per forward pass (default: {INFERENCE_BATCH_SIZE})",
+    )
+    p.add_argument(
+        "--batch-size",
+        dest="batch_size",
+        type=int,
+        action=RenamedFlag,
+        new="--inference-batch-size",
+        help=argparse.SUPPRESS,
+    )
+    p.add_argument("--num-workers", type=int, help="image-decoding processes for folder datasets (default: 0)")
+    p.add_argument("--device", help="auto (CUDA when present), cpu, cuda, cuda:1, ... (default: auto)")

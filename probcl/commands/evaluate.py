@@ -7,9 +7,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from probcl.commands._options import options_from_flags
-from probcl.config import INFERENCE_BATCH_SIZE, ModelConfig
-from probcl.core.deprecation import RenamedFlag
+from probcl.commands._options import add_inference_flags, options_from_flags
+from probcl.config import ModelConfig
 from probcl.core.names import FEATURE_LAYERS, PRECISIONS
 from probcl.core.progress import print_table
 
@@ -76,22 +75,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="seeded subset of this many training images for probes and kNN (default: all of them)",
     )
     p.add_argument("--seed", type=int, help="seed of the --max-train subset and the offline probe (default: 0)")
-    p.add_argument(
-        "--inference-batch-size",
-        dest="batch_size",
-        type=int,
-        help=f"images per forward pass (default: {INFERENCE_BATCH_SIZE})",
-    )
-    p.add_argument(
-        "--batch-size",
-        dest="batch_size",
-        type=int,
-        action=RenamedFlag,
-        new="--inference-batch-size",
-        help=argparse.SUPPRESS,
-    )
-    p.add_argument("--num-workers", type=int, help="image-decoding processes for folder datasets (default: 0)")
-    p.add_argument("--device", help="auto (CUDA when present), cpu, cuda, cuda:1, ... (default: auto)")
+    add_inference_flags(p)
     p.add_argument(
         "--precision",
         choices=PRECISIONS,

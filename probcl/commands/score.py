@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, cast
 
-from probcl.config import INFERENCE_BATCH_SIZE
+from probcl.commands._options import add_inference_flags
 from probcl.core.deprecation import RenamedFlag
 
 NAME = "score"
@@ -91,23 +91,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_false",
         help="refit the scores instead of reusing RUN/score-cache (and do not store them)",
     )
-    p.add_argument(
-        "--inference-batch-size",
-        dest="batch_size",
-        type=int,
-        default=INFERENCE_BATCH_SIZE,
-        help="images per forward pass",
-    )
-    p.add_argument(
-        "--batch-size",
-        dest="batch_size",
-        type=int,
-        action=RenamedFlag,
-        new="--inference-batch-size",
-        help=argparse.SUPPRESS,
-    )
-    p.add_argument("--num-workers", type=int, default=0, help="image-decoding processes for folder datasets")
-    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:1, ...")
+    add_inference_flags(p)
     p.add_argument("--data-root", default=None, help="data root (default: the run's data.root, $PROBCL_DATA)")
     p.add_argument(
         "--on-unreadable",
@@ -199,13 +183,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         tpr=defaults.tpr if args.ood_threshold_tpr is None else args.ood_threshold_tpr,
         probe=args.probe,
         split=args.split,
-        batch_size=args.batch_size,
+        batch_size=defaults.batch_size if args.batch_size is None else args.batch_size,
         max_train=args.max_train,
         max_calibration=args.max_calibration,
         seed=args.seed,
-        device=args.device,
+        device=defaults.device if args.device is None else args.device,
         data_root=args.data_root,
-        num_workers=args.num_workers,
+        num_workers=defaults.num_workers if args.num_workers is None else args.num_workers,
         cache=args.cache,
         on_unreadable=args.on_unreadable,
     )
