@@ -69,6 +69,20 @@ def per_run_parser(doc: str, far: list[str], out: str) -> argparse.ArgumentParse
     return parser
 
 
+def ood_sets(ctx: Any, specs: list[str], id_images: Any, max_images: int, seed: int) -> dict[str, Any]:
+    """Each OOD set of a per-run diagnosis by its spec: a generated set (``probcl.data.ood_sets.GENERATED``) made from
+    ``id_images``, else the dataset's test split, a seeded subset of at most ``max_images`` (``ctx``: the run's
+    ``ModelOnData``)."""
+    from probcl.data.ood_sets import GENERATED, generated_set
+
+    return {
+        spec: generated_set(spec, id_images, seed)
+        if spec in GENERATED
+        else ctx.dataset(spec, "test").seeded_subset(max_images, seed)
+        for spec in specs
+    }
+
+
 def diagnose_each(
     runs: list[str], out: Path, diagnose: Callable[[str], dict], markdown: Callable[[list[dict]], str]
 ) -> None:

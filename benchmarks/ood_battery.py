@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 import torch
-from common import diagnose_each, per_run_parser
+from common import diagnose_each, ood_sets, per_run_parser
 
-from probcl.data.ood_sets import GENERATED, generated_set
+from probcl.data.ood_sets import GENERATED
 from probcl.eval import ModelOnData
 from probcl.eval.id_reference import ReferenceOptions, fit_reference
 from probcl.eval.inputs import calibration_halves
@@ -48,12 +48,7 @@ def battery(
     calibration, held_out = (test.subset(idx) for idx in calibration_halves(len(test), seed))
     reference, _ = fit_reference(ctx, calibration, ReferenceOptions(seed=seed, combination=combination))
     held_images = held_out.seeded_subset(max_images, seed).to_memory()
-    sets = {
-        spec: generated_set(spec, held_images, seed)
-        if spec in GENERATED
-        else ctx.dataset(spec, "test").seeded_subset(max_images, seed)
-        for spec in near + far
-    }
+    sets = ood_sets(ctx, near + far, held_images, max_images, seed)
 
     def scored(data) -> dict[str, torch.Tensor]:
         out = reference.collect(ctx, data, f"{Path(run).name}: {data.name}")

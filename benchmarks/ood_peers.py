@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 import torch
-from common import diagnose_each, per_run_parser
+from common import diagnose_each, ood_sets, per_run_parser
 from pytorch_ood.detector import KNN, RMD, EnergyBased, Mahalanobis, MaxLogit, MaxSoftmax, ViM
 
-from probcl.data.ood_sets import GENERATED, generated_set
+from probcl.data.ood_sets import GENERATED
 from probcl.eval import ModelOnData
 from probcl.eval.id_reference import ReferenceOptions, fit_reference
 from probcl.eval.inputs import calibration_halves
@@ -77,12 +77,7 @@ def peers(run: str, near: list[str], far: list[str], max_train: int, max_images:
     head = LinearHead.of_probe(probe)
     reference, _ = fit_reference(ctx, calibration, ReferenceOptions(seed=seed), head)
     held_images = held_out.seeded_subset(max_images, seed).to_memory()
-    sets = {
-        spec: generated_set(spec, held_images, seed)
-        if spec in GENERATED
-        else ctx.dataset(spec, "test").seeded_subset(max_images, seed)
-        for spec in near + far
-    }
+    sets = ood_sets(ctx, near + far, held_images, max_images, seed)
 
     def scored(data) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         out = reference.collect(ctx, data, f"{Path(run).name}: {data.name}")

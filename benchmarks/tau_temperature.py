@@ -23,10 +23,9 @@ import time
 from pathlib import Path
 
 import torch
-from common import diagnose_each, per_run_parser
+from common import diagnose_each, ood_sets, per_run_parser
 from scipy import stats
 
-from probcl.data.ood_sets import GENERATED, generated_set
 from probcl.eval import ModelOnData
 from probcl.eval.ood import auroc
 
@@ -42,12 +41,7 @@ def diagnose(run: str, near: list[str], far: list[str], max_train: int, max_imag
     _, probe = ctx.linear_probe()
     wrong = probe.logits(id_out["features"]).argmax(1) != id_out["labels"]
     id_images = test.seeded_subset(max_images, seed).to_memory()
-    sets = {
-        spec: generated_set(spec, id_images, seed)
-        if spec in GENERATED
-        else ctx.dataset(spec, "test").seeded_subset(max_images, seed)
-        for spec in near + far
-    }
+    sets = ood_sets(ctx, near + far, id_images, max_images, seed)
 
     def summary(out: dict[str, torch.Tensor]) -> dict[str, float]:
         return {
