@@ -10,15 +10,16 @@ import pytest
 os.environ.setdefault("PROBCL_NO_PROGRESS", "1")
 
 
+# the tiny model of every fast test: a 4-channel CNN with a 16 -> 8 projection head
+TINY_MODEL = {"model.backbone": "cnn", "model.width": 4, "model.proj_hidden": 16, "model.proj_out": 8}
+
+
 def tiny_overrides(run_dir, **extra) -> dict:
     """Dotted overrides for a seconds-long run on scikit-learn's digits (28x28, 1257 train images)."""
     overrides = {
         "run_dir": str(run_dir),
         "data.dataset": "digits",
-        "model.backbone": "cnn",
-        "model.width": 4,
-        "model.proj_hidden": 16,
-        "model.proj_out": 8,
+        **TINY_MODEL,
         "train.epochs": 1,
         "train.batch_size": 32,
         "train.limit_train_batches": 4,

@@ -6,6 +6,7 @@ import torch
 
 from probcl.config import load_config
 from probcl.methods import METHODS, SSLMethod
+from tests.conftest import TINY_MODEL
 
 DATA_INFO = dict(dataset="digits", channels=1, image_size=12, num_classes=None, mean=[0.5], std=[0.5])
 
@@ -15,10 +16,7 @@ def build(method: str, batch_size: int = 8, **method_args) -> SSLMethod:
     torch.manual_seed(0)
     overrides = {
         "method": method,
-        "model.backbone": "cnn",
-        "model.width": 4,
-        "model.proj_hidden": 16,
-        "model.proj_out": 8,
+        **TINY_MODEL,
         "train.batch_size": batch_size,
         **{f"method_args.{k}": v for k, v in method_args.items()},
     }

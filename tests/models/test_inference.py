@@ -13,6 +13,7 @@ from probcl.config import load_config
 from probcl.errors import ConfigError, DatasetError
 from probcl.methods import METHODS, SSLMethod
 from probcl.models.inference import as_image_batch
+from tests.conftest import TINY_MODEL
 
 MEAN, STD = 0.3, 0.25
 DATA_INFO = dict(dataset="digits", channels=1, image_size=12, num_classes=None, mean=[MEAN], std=[STD])
@@ -24,10 +25,7 @@ def build(method: str) -> SSLMethod:
     torch.manual_seed(0)
     overrides = {
         "method": method,
-        "model.backbone": "cnn",
-        "model.width": 4,
-        "model.proj_hidden": 16,
-        "model.proj_out": 8,
+        **TINY_MODEL,
     }
     model = METHODS.get(method)(load_config(None, overrides), DATA_INFO)
     with torch.no_grad():

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import yaml
 
+from tests.conftest import TINY_MODEL
+
 TINY = {
-    "model.backbone": "cnn",
-    "model.width": 4,
-    "model.proj_hidden": 16,
-    "model.proj_out": 8,
+    **TINY_MODEL,
     "train.epochs": 1,
     "train.batch_size": 32,
     "train.limit_train_batches": 2,
