@@ -21,8 +21,8 @@ shift 2
 [[ -d $worktree ]] || { echo "study_publish.sh: no worktree at $worktree" >&2; exit 2; }
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}  # share the machine with the workers
 here=$PWD  # this checkout's probcl, installed or not (the worktree's runs from its own root the same way)
-publish=$(python3 -c "import sys; from probcl.tasks.benchmark.grid import load_benchmark
-print(load_benchmark(sys.argv[1])[0].publish or '')" "$config")
+source "$(dirname "$0")/study_lib.sh"
+publish=$(publish_folder "$config")
 [[ -n $publish ]] || { echo "study_publish.sh: $config has no publish folder" >&2; exit 2; }
 (cd "$worktree" && python3 -m probcl.cli benchmark --config "$config" --report-only | tail -1)
 mkdir -p "$publish/cells"

@@ -42,9 +42,9 @@ if [[ -d $worktree ]]; then
 else
     git worktree add -q -B v3-run "$worktree" "$commit"
 fi
+source "$(dirname "$0")/study_lib.sh"
 for config in study-v3-long study-v3-split2-long; do
-    publish=$(python3 -c "import sys; from probcl.tasks.benchmark.grid import load_benchmark
-print(load_benchmark(sys.argv[1])[0].publish or '')" "fashion-mnist/$config")  # as study_publish.sh reads it
+    publish=$(publish_folder "fashion-mnist/$config")
     if [[ -d $publish/cells ]]; then
         mkdir -p "$worktree/$publish/cells"
         cp -r "$publish/cells/." "$worktree/$publish/cells/"
