@@ -175,23 +175,25 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if "combination" in ood:
         args.combination = ood["combination"]
     combination = [s.strip() for s in args.combination.split(",") if s.strip()] if args.combination else None
-    defaults = ScoreOptions()
+    unless_unset = {  # flags left unset (None) keep ScoreOptions' defaults
+        "knn_k": args.knn_k,
+        "tpr": args.ood_threshold_tpr,
+        "batch_size": args.batch_size,
+        "device": args.device,
+        "num_workers": args.num_workers,
+    }
     options = ScoreOptions(
         score=args.score,
         combination=combination,
-        knn_k=defaults.knn_k if args.knn_k is None else args.knn_k,
-        tpr=defaults.tpr if args.ood_threshold_tpr is None else args.ood_threshold_tpr,
         probe=args.probe,
         split=args.split,
-        batch_size=defaults.batch_size if args.batch_size is None else args.batch_size,
         max_train=args.max_train,
         max_calibration=args.max_calibration,
         seed=args.seed,
-        device=defaults.device if args.device is None else args.device,
         data_root=args.data_root,
-        num_workers=defaults.num_workers if args.num_workers is None else args.num_workers,
         cache=args.cache,
         on_unreadable=args.on_unreadable,
+        **{name: value for name, value in unless_unset.items() if value is not None},
     )
     summary = score_dataset(args.run, args.dataset, args.out, options, html=args.html)
     print_table(
