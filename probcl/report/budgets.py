@@ -34,10 +34,14 @@ class Budget:
     label: str  # e.g. "936 steps"
     results: dict | None
     planned: int  # cells its config plans
-    groups: frozenset[str] = frozenset()  # the groups (methods) its config plans; empty: unknown
     claims: dict = field(default_factory=dict)  # its config's claims, as data (judged when results lack them)
     source: str = ""  # where its results are published
     seeds: Mapping[str, int] = field(default_factory=dict)  # seeds its config plans per group; empty: unknown
+
+    @property
+    def groups(self) -> frozenset[str]:
+        """The groups (methods) its config plans; empty: unknown."""
+        return frozenset(self.seeds)
 
     @property
     def done(self) -> int:

@@ -32,11 +32,11 @@ from probcl.report.document import Document
 FIXTURES = Path(__file__).parent / "fixtures" / "budgets"
 SHORT, LONG = read_json(FIXTURES / "short" / "results.json"), read_json(FIXTURES / "long" / "results.json")
 CLAIMS = SHORT["config"]["claims"]
-GROUPS = frozenset({"simclr", "ebclr"})
 
 
-def budget(label: str, results: dict | None, planned: int = 6, groups: frozenset[str] = GROUPS) -> Budget:
-    return Budget(label, results, planned, groups, CLAIMS, f"docs/results/{label}")
+def budget(label: str, results: dict | None, planned: int = 6, seeds: dict[str, int] | None = None) -> Budget:
+    """A budget of the fixtures' claims; ``seeds``: its plan per group (None: unknown, so every claim is planned)."""
+    return Budget(label, results, planned, CLAIMS, f"docs/results/{label}", seeds or {})
 
 
 def first_seed(results: dict) -> dict:
@@ -100,7 +100,7 @@ def test_the_budgets_are_compared_on_the_same_comparison():
         ]
         return {**results, "cells": cells, "config": {**results["config"], "claims": both}}
 
-    budgets = [Budget("short", moved_by(SHORT, -10, 0), 6, GROUPS), Budget("long", moved_by(LONG, 10, -3), 6, GROUPS)]
+    budgets = [Budget("short", moved_by(SHORT, -10, 0), 6), Budget("long", moved_by(LONG, 10, -3), 6)]
     doc = Document("t")
     budget_table(doc, budgets)
     row = [cell.strip() for cell in doc.to_markdown(Path(".")).splitlines()[4].strip("|").split("|")]
@@ -142,7 +142,7 @@ def test_a_claim_a_budget_does_not_plan_or_has_no_data_for_yet():
     result = budget("short", SHORT).judged()["ebclr-linear"]
     simclr_only = budget("long", {**LONG, "cells": [c for c in LONG["cells"] if c["group"] == "simclr"]})
     assert shown_verdict(simclr_only, simclr_only.judged()["ebclr-linear"]) == NO_DATA  # planned, not trained yet
-    assert shown_verdict(budget("long", LONG, groups=frozenset({"simclr"})), result) == NOT_PLANNED
+    assert shown_verdict(budget("long", LONG, seeds={"simclr": 3}), result) == NOT_PLANNED
     assert shown_verdict(budget("long", LONG), None) == NOT_PLANNED  # the budget's claims lack it
 
 
@@ -187,9 +187,9 @@ def test_a_verdict_on_fewer_seeds_or_comparisons_than_planned_is_marked_provisio
     cut or have not run): the same verdicts are provisional, with the count. A claim of two comparisons, one of
     whose arms has no cells yet, is provisional for the missing one (its verdict could lower the claim's)."""
     planned = {"simclr": 3, "ebclr": 3}
-    linear, knn = rows([Budget("long", LONG, 6, GROUPS, CLAIMS, "x", planned)])
+    linear, knn = rows([Budget("long", LONG, 6, CLAIMS, "x", planned)])
     assert linear[1] == "**reproduced**" and knn[1] == "**contradicted**"
-    linear, knn = rows([Budget("long", LONG, 12, GROUPS, CLAIMS, "x", {"simclr": 6, "ebclr": 6})])
+    linear, knn = rows([Budget("long", LONG, 12, CLAIMS, "x", {"simclr": 6, "ebclr": 6})])
     assert linear[1] == "**reproduced** (provisional: 3 of 6 planned seeds)"
     assert knn[1] == "**contradicted** (provisional: 3 of 6 planned seeds)"
     vs_simclr = CLAIMS["ebclr-linear"]["comparisons"][0]
@@ -200,10 +200,9 @@ def test_a_verdict_on_fewer_seeds_or_comparisons_than_planned_is_marked_provisio
     two = {"two": {"paper": "EBCLR", "statement": "two", "paper_numbers": "n",
                    "comparisons": [vs_simclr, vs_moco]}}  # fmt: skip
     groups = {"simclr": 3, "ebclr": 3, "moco": 3}
-    (row,) = rows([Budget("long", {**LONG, "config": {**LONG["config"], "claims": two}}, 9, frozenset(groups),
-                          two, "x", groups)])  # fmt: skip
+    (row,) = rows([Budget("long", {**LONG, "config": {**LONG["config"], "claims": two}}, 9, two, "x", groups)])
     assert row[1] == "**reproduced** (provisional: 1 of 2 comparisons without data yet)"
-    assert provisional(Budget("long", LONG, 6, GROUPS, CLAIMS, "x"), None) == ""  # no plan known: no mark
+    assert provisional(Budget("long", LONG, 6, CLAIMS, "x"), None) == ""  # no plan known: no mark
 
 
 def test_a_seed_compared_while_one_of_its_arms_is_still_to_run_is_marked_provisional():
@@ -222,7 +221,7 @@ def test_a_seed_compared_while_one_of_its_arms_is_still_to_run_is_marked_provisi
     results = {**LONG, "config": {**LONG["config"], "claims": claims}, "cells": [*LONG["cells"], moco]}
     for moco_seeds, mark in ((3, " (provisional: seeds 1, 2 without every arm yet)"), (1, "")):
         planned = {"simclr": 3, "ebclr": 3, "moco": moco_seeds}
-        judged = Budget("long", results, 7, frozenset(planned), claims, "x", planned)
+        judged = Budget("long", results, 7, claims, "x", planned)
         result = judged.judged()["best"]
         assert result.comparisons[0].differences == pytest.approx([-2.0, 4.0, 5.0])
         (row,) = rows([judged])

@@ -27,5 +27,5 @@ def load_budgets(bench: BenchmarkConfig, current: dict | None = None, root: Path
         results = current if own else read_json(root / folder / "results.json")
         cells = grid(other)
         seeds = Counter(c.group for c in cells)
-        budgets.append(Budget(label, results, len(cells), frozenset(seeds), other.claims, folder, seeds))
+        budgets.append(Budget(label, results, len(cells), other.claims, folder, seeds))
     return budgets
