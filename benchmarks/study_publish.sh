@@ -12,7 +12,9 @@
 #    kept as it is: a cell trained again, e.g. for its checkpoint on a fresh machine, gives the same numbers but
 #    other timings, benchmarks/study_worktree.sh);
 # 3. here, `--report-only` rebuilds the config's report from every published cell with today's report code, then
-#    each further config named (those whose reports show this one as a budget), then the README's study blocks.
+#    each further config named (those whose reports show this one as a budget), then the README's study blocks;
+# 4. each claims-from-*.json in those configs' publish folders (benchmarks/claims_across_studies.py: the verdicts
+#    that moved from the previous study) is recomputed from the same two results.json, so it follows the cells.
 # Run it from this checkout's root; nothing is committed.
 set -euo pipefail
 (( $# >= 2 )) || { echo "study_publish.sh: give the worktree, the config, and any configs to rebuild after it" >&2; exit 2; }
@@ -32,5 +34,16 @@ for cell in "$worktree/$publish/cells"/*/; do
 done
 for each in "$config" "$@"; do
     python3 -m probcl.cli benchmark --config "$each" --report-only | tail -1
+done
+for each in "$config" "$@"; do
+    for moved in "$(publish_folder "$each")"/claims-from-*.json; do
+        [[ -e $moved ]] || continue
+        python3 - "$moved" <<'PY' | xargs python3 benchmarks/claims_across_studies.py --out "$moved" > /dev/null
+import json, sys
+recorded = json.load(open(sys.argv[1]))
+print("--before", recorded["before"], "--after", recorded["after"])
+PY
+        echo "study_publish.sh: recomputed $moved"
+    done
 done
 PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" python3 scripts/readme_study.py | tail -1
