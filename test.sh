@@ -12,5 +12,14 @@ python3 -m mypy probcl benchmarks
 lint-imports
 echo "==> docs (mkdocs build --strict)"
 NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --quiet
-echo "==> pytest"
-python3 -m pytest -q "$@"
+# pytest-xdist: one test file per process (--dist loadfile keeps a file's module fixtures built once), up to 4
+# processes, the CPU's cores shared among them (OMP_NUM_THREADS, unless set); PROBCL_TEST_WORKERS=1 runs one process
+cores=$(python3 -c 'import os; print(len(os.sched_getaffinity(0)))')
+workers=${PROBCL_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / workers > 0 ? cores / workers : 1 ))}
+echo "==> pytest ($workers processes of $OMP_NUM_THREADS threads)"
+if (( workers > 1 )); then
+    python3 -m pytest -q -n "$workers" --dist loadfile "$@"
+else
+    python3 -m pytest -q "$@"
+fi
