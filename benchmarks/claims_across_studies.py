@@ -104,10 +104,20 @@ def table(rows: list[dict[str, Any]], before: str, after: str) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--before", required=True, help="the earlier study's published results.json")
-    parser.add_argument("--after", required=True, help="the later study's published results.json")
-    parser.add_argument("--out", required=True, help="JSON to write (a .md table beside it)")
+    parser.add_argument("--before", help="the earlier study's published results.json")
+    parser.add_argument("--after", help="the later study's published results.json")
+    parser.add_argument("--out", help="JSON to write (a .md table beside it)")
+    parser.add_argument(
+        "--again", metavar="JSON", help="recompute a JSON this script wrote, from the two results.json it names"
+    )
     args = parser.parse_args()
+    if args.again:
+        recorded = read_json(Path(args.again))
+        if recorded is None:
+            parser.error(f"no file at {args.again} to recompute")
+        args.before, args.after, args.out = recorded["before"], recorded["after"], args.again
+    elif not (args.before and args.after and args.out):
+        parser.error("give --before, --after and --out, or --again with a JSON this script wrote")
     before, after = read_json(Path(args.before)), read_json(Path(args.after))
     if before is None or after is None:
         parser.error(f"no results.json at {args.before if before is None else args.after}")

@@ -38,11 +38,7 @@ done
 for each in "$config" "$@"; do
     for moved in "$(publish_folder "$each")"/claims-from-*.json; do
         [[ -e $moved ]] || continue
-        python3 - "$moved" <<'PY' | xargs python3 benchmarks/claims_across_studies.py --out "$moved" > /dev/null
-import json, sys
-recorded = json.load(open(sys.argv[1]))
-print("--before", recorded["before"], "--after", recorded["after"])
-PY
+        python3 benchmarks/claims_across_studies.py --again "$moved" > /dev/null
         echo "study_publish.sh: recomputed $moved"
     done
 done

@@ -64,3 +64,18 @@ def test_a_verdict_the_later_cells_moved_at_the_same_seeds(tmp_path, monkeypatch
     assert row["after_before_seeds"]["deciding"]["paired"] == pytest.approx([2.1 - 1.27062, 2.1 + 1.27062], abs=1e-4)
     assert row["moved"] and not row["moved_by_the_seeds"]
     assert "| ebclr-linear |" in out.with_suffix(".md").read_text()
+
+
+def test_again_recomputes_a_written_file_from_the_studies_it_names(tmp_path, monkeypatch):
+    before, after, out = tmp_path / "before.json", tmp_path / "after.json", tmp_path / "out.json"
+    before.write_text(json.dumps(study([1, 3])))
+    after.write_text(json.dumps(study([1, 3])))  # first written with the after equal to the before: inconclusive
+    monkeypatch.setattr(sys, "argv", ["x", "--before", str(before), "--after", str(after), "--out", str(out)])
+    main()
+    assert json.loads(out.read_text())["claims"][0]["after"]["verdict"] == "inconclusive at this budget"
+    after.write_text(json.dumps(study([1, 3, 2, 2])))  # two seeds land
+    monkeypatch.setattr(sys, "argv", ["x", "--again", str(out)])
+    main()
+    recomputed = json.loads(out.read_text())
+    assert (recomputed["before"], recomputed["after"]) == (str(before), str(after))
+    assert recomputed["claims"][0]["after"]["verdict"] == "reproduced"  # [+0.70, +3.30], the docstring's case
