@@ -15,8 +15,8 @@ on a GPU (``provenance.gpu``) is counted apart, as its wall minutes on the devic
 device call shared one GPU, so their minutes add up to more than the device was held.
 
 Groups are cell names without the seed (``simclr-b16-authors-s3`` -> ``simclr-b16-authors``; tuning trials
-``byol-t4-s0`` -> ``byol`` trials). Prints one Markdown table per folder and writes the JSON (and the Markdown next
-to it).
+``byol-t4-s0`` -> ``byol`` trials). Prints one Markdown table per folder, and with several folders one more that sums
+each group over all of them (a method's whole cost), and writes the JSON (and the Markdown next to it).
 """
 
 from __future__ import annotations
@@ -121,22 +121,41 @@ def cost_of(folder: Path) -> dict:
     return {"folder": str(folder), "cells": cells, **summarise(cells)}
 
 
+def across_folders(costs: list[dict]) -> dict:
+    """Per group, summed over every folder (a method's tuning trials, its study cells at each budget and split)."""
+    groups: dict[str, dict] = {}
+    for cost in costs:
+        for name, row in cost["groups"].items():
+            into = groups.setdefault(name, dict.fromkeys(COLUMNS, 0))
+            for key in COLUMNS:
+                into[key] += row[key]
+    total = {key: sum(row[key] for row in groups.values()) for key in COLUMNS}
+    return {"groups": dict(sorted(groups.items())), "total": total}
+
+
+def table(title: str, summary: dict) -> list[str]:
+    """One Markdown table: a row per group and the total."""
+    lines = [
+        f"### {title}",
+        "",
+        "| group | CPU cells | CPU-hours training | CPU-hours evaluation | GPU cells | GPU cell-minutes |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for name, row in [*summary["groups"].items(), ("**all**", summary["total"])]:
+        estimated = f" ({row['estimated']} estimated)" if row.get("estimated") else ""
+        lines.append(
+            f"| {name} | {row['cpu_cells']} | {row['cpu_hours_train']:.2f}{estimated} | "
+            f"{row['cpu_hours_eval']:.2f} | {row['gpu_cells']} | {row['gpu_minutes']:.1f} |"
+        )
+    return [*lines, ""]
+
+
 def markdown(costs: list[dict]) -> str:
     lines = []
     for cost in costs:
-        lines += [
-            f"### {cost['folder']}",
-            "",
-            "| group | CPU cells | CPU-hours training | CPU-hours evaluation | GPU cells | GPU cell-minutes |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for name, row in [*cost["groups"].items(), ("**all**", cost["total"])]:
-            estimated = f" ({row['estimated']} estimated)" if row.get("estimated") else ""
-            lines.append(
-                f"| {name} | {row['cpu_cells']} | {row['cpu_hours_train']:.2f}{estimated} | "
-                f"{row['cpu_hours_eval']:.2f} | {row['gpu_cells']} | {row['gpu_minutes']:.1f} |"
-            )
-        lines.append("")
+        lines += table(cost["folder"], cost)
+    if len(costs) > 1:
+        lines += table("every folder, per method", across_folders(costs))
     grand = sum(c["total"].get("cpu_hours_train", 0) + c["total"].get("cpu_hours_eval", 0) for c in costs)
     lines.append(f"All folders: **{grand:.1f} CPU-hours** (thread-hours of the cells' own calls).")
     return "\n".join(lines) + "\n"
@@ -155,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text, end="")
     if args.out:
         out = Path(args.out)
-        atomic_write_json(out, {"folders": costs})
+        atomic_write_json(out, {"folders": costs, "per_method": across_folders(costs)})
         atomic_write_text(out.with_suffix(".md"), "# What the study cost\n\n" + text)
     return 0
 

@@ -53,3 +53,21 @@ def test_writes_json_and_markdown_and_refuses_a_folder_without_cells(tmp_path, c
     assert "| simclr | 1 | 1.00 | 1.00 | 0 | 0.0 |" in out.with_suffix(".md").read_text()
     with pytest.raises(SystemExit):
         main([str(tmp_path / "nowhere")])
+
+
+def test_per_method_sums_every_folder(tmp_path, capsys):
+    _cell(tmp_path / "tuning", "simclr-t3-s0", 3600)  # a trial: 1 h
+    _cell(tmp_path / "tuning", "moco-preset-s0", 60, gpu="NVIDIA H200")  # 1 cell-minute
+    _cell(tmp_path / "study", "simclr-s0", 1800, (1800,))  # 0.5 h + 0.5 h
+    _cell(tmp_path / "study", "moco-s0", 7200)  # 2 h
+    out = tmp_path / "cost.json"
+    assert main([str(tmp_path / "tuning"), str(tmp_path / "study"), "--out", str(out)]) == 0
+    per_method = json.loads(out.read_text())["per_method"]
+    simclr, moco = per_method["groups"]["simclr"], per_method["groups"]["moco"]
+    assert (simclr["cpu_cells"], simclr["cpu_hours_train"], simclr["cpu_hours_eval"]) == (2, 1.5, 0.5)
+    assert (moco["cpu_cells"], moco["gpu_cells"], moco["cpu_hours_train"]) == (1, 1, 2.0)
+    assert moco["gpu_minutes"] == pytest.approx(1)
+    assert per_method["total"]["cpu_hours_train"] == pytest.approx(3.5)
+    text = capsys.readouterr().out
+    assert "### every folder, per method" in text and "| simclr | 2 | 1.50 | 0.50 | 0 | 0.0 |" in text
+    assert "All folders: **4.0 CPU-hours**" in text
