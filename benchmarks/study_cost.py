@@ -110,6 +110,11 @@ def summarise(cells: list[dict]) -> dict:
             row["cpu_cells"] += 1
             row["cpu_hours_train"] += cell["train_seconds"] * cell["threads"] / 3600
             row["cpu_hours_eval"] += cell["eval_seconds"] * cell["threads"] / 3600
+    return with_total(groups)
+
+
+def with_total(groups: dict[str, dict]) -> dict:
+    """The groups, sorted by name, and their column sums."""
     total = {key: sum(row[key] for row in groups.values()) for key in COLUMNS}
     return {"groups": dict(sorted(groups.items())), "total": total}
 
@@ -129,8 +134,7 @@ def across_folders(costs: list[dict]) -> dict:
             into = groups.setdefault(name, dict.fromkeys(COLUMNS, 0))
             for key in COLUMNS:
                 into[key] += row[key]
-    total = {key: sum(row[key] for row in groups.values()) for key in COLUMNS}
-    return {"groups": dict(sorted(groups.items())), "total": total}
+    return with_total(groups)
 
 
 def table(title: str, summary: dict) -> list[str]:
@@ -150,13 +154,14 @@ def table(title: str, summary: dict) -> list[str]:
     return [*lines, ""]
 
 
-def markdown(costs: list[dict]) -> str:
+def markdown(costs: list[dict], per_method: dict) -> str:
+    """Each folder's table, the per-method table when there are several folders, and the grand total."""
     lines = []
     for cost in costs:
         lines += table(cost["folder"], cost)
     if len(costs) > 1:
-        lines += table("every folder, per method", across_folders(costs))
-    grand = sum(c["total"].get("cpu_hours_train", 0) + c["total"].get("cpu_hours_eval", 0) for c in costs)
+        lines += table("every folder, per method", per_method)
+    grand = per_method["total"]["cpu_hours_train"] + per_method["total"]["cpu_hours_eval"]
     lines.append(f"All folders: **{grand:.1f} CPU-hours** (thread-hours of the cells' own calls).")
     return "\n".join(lines) + "\n"
 
@@ -170,11 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         parser.error(f"no cells/ folder in {', '.join(missing)}: pass published benchmark folders")
     costs = [cost_of(Path(folder)) for folder in args.folders]
-    text = markdown(costs)
+    per_method = across_folders(costs)
+    text = markdown(costs, per_method)
     print(text, end="")
     if args.out:
         out = Path(args.out)
-        atomic_write_json(out, {"folders": costs, "per_method": across_folders(costs)})
+        atomic_write_json(out, {"folders": costs, "per_method": per_method})
         atomic_write_text(out.with_suffix(".md"), "# What the study cost\n\n" + text)
     return 0
 
