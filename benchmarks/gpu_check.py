@@ -166,7 +166,9 @@ def check_preset(config: str, data: Path, device: torch.device, args: argparse.N
                 view1, view2 = v
                 optimiser_step(model, optimizer, view1, view2, precision=ctx)
 
-            rows[f"bound {layout} {precision}"] = {"images_per_s": rate(bound_step, views, batch, args.steps, 3)}
+            rows[f"bound {layout} {precision}"] = {
+                "images_per_s": rate(bound_step, views, batch, args.steps, args.warmup)
+            }
     model, optimizer = build(cfg, train, device, cfg.train.channels_last, False)
     bf16 = cfg.train.precision == "bf16-mixed" or (cfg.train.precision == "auto" and device.type == "cuda")
     ctx = precision_context("bf16" if bf16 else "fp32", device)
@@ -175,7 +177,9 @@ def check_preset(config: str, data: Path, device: torch.device, args: argparse.N
         view1, view2 = model.training_views(x)
         optimiser_step(model, optimizer, view1, view2, precision=ctx)
 
-    rows["pipeline (views + step, no Lightning)"] = {"images_per_s": rate(pipeline_step, images, batch, args.steps, 3)}
+    rows["pipeline (views + step, no Lightning)"] = {
+        "images_per_s": rate(pipeline_step, images, batch, args.steps, args.warmup)
+    }
     steps = args.skip + args.steps
     # augment.backend auto is the device's own views on CUDA; kornia's (which read back 5-6 times a view) beside it
     for deterministic, backend in (("false", "auto"), ("true", "auto"), ("false", "kornia")):
@@ -214,13 +218,15 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--presets", default=",".join(PRESETS))
     parser.add_argument("--steps", type=int, default=60, help="timed steps of each rate")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps before each rate without the loop")
     parser.add_argument("--skip", type=int, default=15, help="loop steps before the steady-state clock starts")
     parser.add_argument("--profile-steps", type=int, default=5)
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (the CPU test of this script)")
     parser.add_argument("--out", default="benchmarks/results/gpu-check")
     args = parser.parse_args()
     if args.tiny:
-        args.steps, args.skip, args.profile_steps = 2, 2, 1
+        # one untimed and one timed step per rate: bf16 without native CPU support takes seconds a step
+        args.steps, args.warmup, args.skip, args.profile_steps = 1, 1, 2, 1
     device = resolve_device(args.device)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

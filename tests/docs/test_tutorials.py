@@ -1,7 +1,8 @@
 """The tutorials, executed end to end in a fresh folder, block by block, as a reader would: shell blocks run
-``probcl`` commands (as ``python -m probcl.cli`` of this checkout), Python blocks run in one namespace per page,
-a YAML block with ``title="FILE"`` is written to FILE. Then a few checks that the outputs say what the page
-says they say."""
+``probcl`` commands (through ``probcl.cli.main``, the function the installed ``probcl`` calls, in this process:
+a command's own process would spend most of its time importing torch and Lightning again), Python blocks run in one
+namespace per page, a YAML block with ``title="FILE"`` is written to FILE. Then a few checks that the outputs say
+what the page says they say."""
 
 from __future__ import annotations
 
@@ -10,14 +11,13 @@ import csv
 import doctest
 import io
 import json
-import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from markdown_blocks import ROOT, blocks, shell_commands
+
+from probcl.cli import main
 
 TUTORIALS = ROOT / "docs" / "tutorials"
 
@@ -27,8 +27,6 @@ def run_page(page: Path, folder: Path) -> dict:
     block of class ``expected`` (```` ```{.text .expected} ````) is the output the block before it prints, as a
     reader should see it: compared as doctest compares (``...`` stands for any text, e.g. a number that the CPU's
     precision moves; runs of blanks are one blank)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "PROBCL_NO_PROGRESS": "1"}  # fmt: skip
     namespace: dict = {"__name__": "__tutorial__"}
     printed: str | None = None  # what the last executed block printed
     for block in blocks(page):
@@ -44,11 +42,11 @@ def run_page(page: Path, folder: Path) -> dict:
             for command in shell_commands(block.code):
                 argv = shlex.split(command, comments=True)
                 assert argv[0] == "probcl", f"{where}: tutorials run probcl commands only, got {command!r}"
-                done = subprocess.run(
-                    [sys.executable, "-m", "probcl.cli", *argv[1:]], cwd=folder, env=env, capture_output=True, text=True
-                )
-                assert done.returncode == 0, f"{where}: {command} exited {done.returncode}:\n{done.stderr[-3000:]}"
-                printed += done.stdout
+                out, err = io.StringIO(), io.StringIO()
+                with contextlib.chdir(folder), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    code = main(argv[1:])
+                assert code == 0, f"{where}: {command} exited {code}:\n{err.getvalue()[-3000:]}"
+                printed += out.getvalue()
         elif block.language == "python":
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
@@ -76,6 +74,7 @@ def test_an_expected_output_is_compared_as_doctest_compares():
 @pytest.fixture
 def in_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PROBCL_NO_PROGRESS", "1")
     return tmp_path
 
 

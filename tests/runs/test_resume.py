@@ -241,6 +241,8 @@ def test_sigterm_and_sigint_checkpoint_the_current_step(tiny_config, references,
     assert_same_run(references["simclr"], Path(cfg.run_dir))
 
 
+# Lightning notes that the checkpoint folder moved: what this test does on purpose
+@pytest.mark.filterwarnings("ignore:The dirpath has changed")
 def test_a_moved_run_resumes_as_the_same_run(tiny_config, tmp_path):
     """Moving a run directory (or a benchmark's --out) changes no setting: the moved copy resumes exactly
     as the run left in place does."""
