@@ -65,6 +65,9 @@ HANDLED_WARNINGS = {
     ".*LeafSpec.*": "Lightning's own use of a deprecated torch pytree class",
     "Checkpoint directory .* exists and is not empty": "a run directory's checkpoints are its own: a resume "
     "continues from last.ckpt and --no-resume moves the old files aside first",
+    "Be aware that when using `ckpt_path`, callbacks used to create the checkpoint": "a resume may turn the online "
+    "monitor or mid-epoch checkpoints off (runtime settings); their state waits in the checkpoint for a resume "
+    "that turns them on again",
     r"Found \d+ module\(s\) in eval mode": "only a method's frozen part is (tau-posthoc's backbone, whose BatchNorm "
     "statistics stay fixed): every run builds its model afresh, in train mode",
 }
@@ -80,7 +83,35 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             raise RunError(f"{e} (pretraining resumes from its last checkpoint)") from None
 
 
-class MidEpochCheckpoint(ModelCheckpoint):
+class RunCheckpoint(ModelCheckpoint):
+    """A checkpoint callback whose run folder may move (a copied run, a benchmark's new ``--out``): resuming from
+    the moved folder keeps the best score and the saved paths, re-rooted in the new folder. Lightning's own
+    callback drops them with a warning, after which the next monitored epoch replaced ``best.ckpt`` however
+    much worse it was."""
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        old = state_dict.get("dirpath")
+        if old and self.dirpath and old != self.dirpath:
+            state_dict = _rerooted(state_dict, Path(old), Path(self.dirpath))
+        super().load_state_dict(state_dict)
+
+
+def _rerooted(state: dict[str, Any], old: Path, new: Path) -> dict[str, Any]:
+    """``state`` of a :class:`ModelCheckpoint` with its folder ``old`` and the paths inside it moved to ``new``."""
+
+    def moved(path: str) -> str:
+        return str(new / Path(path).relative_to(old)) if path and Path(path).is_relative_to(old) else path
+
+    paths = ("best_model_path", "kth_best_model_path", "last_model_path")
+    return {
+        **state,
+        **{key: moved(state[key]) for key in paths if key in state},
+        "best_k_models": {moved(path): score for path, score in state.get("best_k_models", {}).items()},
+        "dirpath": str(new),
+    }
+
+
+class MidEpochCheckpoint(RunCheckpoint):
     """Every-N-steps checkpoints, except at an epoch's last batch: the epoch-end checkpoint follows
     the epoch-end work (online monitor), so a kill during that work replays it on resume."""
 
@@ -423,7 +454,7 @@ def _training_set(cfg: Config, unreadable: UnreadableFiles) -> ImageSource:
 def _checkpoint_callbacks(paths: RunPaths, t: TrainConfig) -> list[Callback]:
     """``last.ckpt``: the latest state, every epoch (and every N steps when asked), replaced atomically."""
     callbacks: list[Callback] = [
-        ModelCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1, enable_version_counter=False),
+        RunCheckpoint(dirpath=paths.checkpoints, filename="last", save_top_k=1, enable_version_counter=False),
         LearningRateMonitor(logging_interval="epoch"),
     ]
     if t.checkpoint_every_n_steps:
@@ -446,7 +477,7 @@ def _monitor_callbacks(cfg: Config, train: ImageSource, paths: RunPaths, unreada
     monitor_sets = _monitor_sets(cfg, train, cfg.train.seed, unreadable)
     if monitor_sets is None:
         return []
-    best = ModelCheckpoint(
+    best = RunCheckpoint(
         dirpath=paths.checkpoints,
         filename="best",
         monitor="monitor/knn_top1",

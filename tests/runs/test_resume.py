@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -241,8 +242,8 @@ def test_sigterm_and_sigint_checkpoint_the_current_step(tiny_config, references,
     assert_same_run(references["simclr"], Path(cfg.run_dir))
 
 
-# Lightning notes that the checkpoint folder moved: what this test does on purpose
-@pytest.mark.filterwarnings("ignore:The dirpath has changed")
+# Lightning's own checkpoint callback would warn that the folder moved, and drop the best score with it
+@pytest.mark.filterwarnings("error:The dirpath has changed")
 def test_a_moved_run_resumes_as_the_same_run(tiny_config, tmp_path):
     """Moving a run directory (or a benchmark's --out) changes no setting: the moved copy resumes exactly
     as the run left in place does."""
@@ -251,3 +252,30 @@ def test_a_moved_run_resumes_as_the_same_run(tiny_config, tmp_path):
     pretrain(tiny_config(run_name="here", **{"train.epochs": 2}))
     pretrain(tiny_config(run_name="moved", **{"train.epochs": 2}))
     assert_same_run(tmp_path / "here", tmp_path / "moved")
+
+
+def test_a_moved_runs_checkpoint_callback_keeps_its_best_score_and_paths_in_the_new_folder(tmp_path):
+    """Lightning's ModelCheckpoint drops the best score of a moved run, and the next monitored epoch then replaces
+    best.ckpt however much worse it is; probcl's keeps the score and re-roots the paths."""
+    from probcl.tasks.pretrain import RunCheckpoint
+
+    old, new = tmp_path / "old" / "checkpoints", tmp_path / "new" / "checkpoints"
+    state = {
+        "monitor": "monitor/knn_top1",
+        "best_model_score": torch.tensor(81.5),
+        "best_model_path": str(old / "best.ckpt"),
+        "current_score": torch.tensor(79.0),
+        "dirpath": str(old),
+        "best_k_models": {str(old / "best.ckpt"): torch.tensor(81.5)},
+        "kth_best_model_path": str(old / "best.ckpt"),
+        "kth_value": torch.tensor(81.5),
+        "last_model_path": "",
+    }
+    callback = RunCheckpoint(dirpath=new, filename="best", monitor="monitor/knn_top1", mode="max", save_top_k=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        callback.load_state_dict(state)
+    assert callback.best_model_score == 81.5 and callback.kth_value == 81.5
+    assert Path(callback.best_model_path) == new / "best.ckpt" == Path(callback.kth_best_model_path)
+    assert {Path(p): float(v) for p, v in callback.best_k_models.items()} == {new / "best.ckpt": 81.5}
+    assert callback.last_model_path == ""  # no path: nothing to move
