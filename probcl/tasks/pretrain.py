@@ -89,6 +89,11 @@ class RunCheckpoint(ModelCheckpoint):
     callback drops them with a warning, after which the next monitored epoch replaced ``best.ckpt`` however
     much worse it was."""
 
+    STATE_NAME = "ModelCheckpoint"  # the name in the checkpoint's callback state keys: runs saved before this class
+
+    def _generate_state_key(self, **kwargs: Any) -> str:
+        return f"{self.STATE_NAME}{kwargs!r}"  # Lightning's key, with the class name runs were saved under
+
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         old = state_dict.get("dirpath")
         if old and self.dirpath and old != self.dirpath:
@@ -114,6 +119,8 @@ def _rerooted(state: dict[str, Any], old: Path, new: Path) -> dict[str, Any]:
 class MidEpochCheckpoint(RunCheckpoint):
     """Every-N-steps checkpoints, except at an epoch's last batch: the epoch-end checkpoint follows
     the epoch-end work (online monitor), so a kill during that work replays it on resume."""
+
+    STATE_NAME = "MidEpochCheckpoint"
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int

@@ -279,3 +279,19 @@ def test_a_moved_runs_checkpoint_callback_keeps_its_best_score_and_paths_in_the_
     assert Path(callback.best_model_path) == new / "best.ckpt" == Path(callback.kth_best_model_path)
     assert {Path(p): float(v) for p, v in callback.best_k_models.items()} == {new / "best.ckpt": 81.5}
     assert callback.last_model_path == ""  # no path: nothing to move
+
+
+def test_probcls_checkpoint_callbacks_keep_the_state_keys_runs_were_saved_under():
+    """A run saved before RunCheckpoint existed holds ModelCheckpoint's and MidEpochCheckpoint's state keys: a new
+    class name would leave that state unread on resume (and the best score with it)."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from probcl.tasks.pretrain import MidEpochCheckpoint, RunCheckpoint
+
+    best = {"monitor": "monitor/knn_top1", "mode": "max", "save_top_k": 1}
+    assert RunCheckpoint(**best).state_key == ModelCheckpoint(**best).state_key
+    assert RunCheckpoint(filename="last").state_key == ModelCheckpoint(filename="last").state_key
+    every = MidEpochCheckpoint(filename="last", every_n_train_steps=50).state_key
+    assert every == ModelCheckpoint(filename="last", every_n_train_steps=50).state_key.replace(
+        "ModelCheckpoint", "MidEpochCheckpoint", 1
+    )
