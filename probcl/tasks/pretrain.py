@@ -86,7 +86,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 class RunCheckpoint(ModelCheckpoint):
     """A checkpoint callback whose run folder may move (a copied run, a benchmark's new ``--out``): resuming from
     the moved folder keeps the best score and the saved paths, re-rooted in the new folder. Lightning's own
-    callback drops them with a warning, after which the next monitored epoch replaced ``best.ckpt`` however
+    callback drops them with a warning, after which the next monitored epoch replaces ``best.ckpt`` however
     much worse it was."""
 
     STATE_NAME = "ModelCheckpoint"  # the name in the checkpoint's callback state keys: runs saved before this class
