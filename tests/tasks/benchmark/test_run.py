@@ -33,6 +33,10 @@ TINY = {
 }
 
 
+# a tiny study's tau-posthoc cells take model.pool from their SimCLR encoders and say so (probcl/methods/tau.py)
+TAU_POSTHOC_NOTICE = pytest.mark.filterwarnings("ignore:tau-posthoc. model settings taken from the pretrained encoder")
+
+
 def write(path, tree) -> str:
     path.write_text(yaml.safe_dump(tree))
     return str(path)
@@ -206,8 +210,7 @@ def test_tiny_benchmark_writes_reports_and_resumes(tmp_path):
     assert {p: p.stat().st_mtime_ns for p in moved_stamps} == moved_stamps
 
 
-# the tiny study's tau-posthoc cells take model.pool from their SimCLR encoders and say so (probcl/methods/tau.py)
-@pytest.mark.filterwarnings("ignore:tau-posthoc. model settings taken from the pretrained encoder")
+@TAU_POSTHOC_NOTICE
 def test_study_runs_seed_by_seed_publishes_each_cell_and_judges_claims(tmp_path):
     """init_from: post-hoc TaU starts from the same seed's SimCLR cell; suites run as soon as their inputs are
     trained (the ood ensemble waits for the other seed); publish mirrors small files, never checkpoints."""
@@ -299,7 +302,7 @@ def test_study_runs_seed_by_seed_publishes_each_cell_and_judges_claims(tmp_path)
     )
 
 
-@pytest.mark.filterwarnings("ignore:tau-posthoc. model settings taken from the pretrained encoder")  # as above
+@TAU_POSTHOC_NOTICE
 def test_a_cell_that_fails_unexpectedly_lets_the_others_finish_and_is_retried(tmp_path, monkeypatch):
     """A bug in one cell (not bad input, not divergence) must not cost a long study its other cells: the
     failure is recorded with its traceback, cells initialised from it wait, the command fails at the end
