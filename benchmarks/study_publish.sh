@@ -14,7 +14,9 @@
 # 3. here, `--report-only` rebuilds the config's report from every published cell with today's report code, then
 #    each further config named (those whose reports show this one as a budget), then the README's study blocks;
 # 4. each claims-from-*.json in those configs' publish folders (benchmarks/claims_across_studies.py: the verdicts
-#    that moved from the previous study) is recomputed from the same two results.json, so it follows the cells.
+#    that moved from the previous study) is recomputed from the same two results.json, so it follows the cells;
+# 5. study v3's costs (benchmarks/study_cost.py: docs/results/study-v3-cost.json and docs/study.md's Costs block)
+#    are recomputed from every published cell.
 # Run it from this checkout's root; nothing is committed.
 set -euo pipefail
 (( $# >= 2 )) || { echo "study_publish.sh: give the worktree, the config, and any configs to rebuild after it" >&2; exit 2; }
@@ -43,3 +45,4 @@ for each in "$config" "$@"; do
     done
 done
 PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" python3 scripts/readme_study.py | tail -1
+PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" python3 benchmarks/study_cost.py | tail -1

@@ -24,6 +24,7 @@ from pathlib import Path
 from probcl.core.io import atomic_write_text, read_json
 from probcl.report.benchmark_report import study_short_markdown, study_summary_markdown
 from probcl.report.budgets import Budget
+from probcl.report.marked_block import replace_marked_block
 from probcl.tasks.benchmark.budgets import load_budgets
 from probcl.tasks.benchmark.grid import load_benchmark
 from probcl.tasks.benchmark.results import write_published_report
@@ -44,16 +45,6 @@ SPLIT_COLUMNS = ["linear top-1 %", "ECE", "near-OOD AUROC (default)", "near-OOD 
 RESULTS = "docs/results/study-fmnist-v3/results.json"
 SPLIT_RESULTS = "docs/results/study-fmnist-v3-split2/results.json"
 Block = Callable[[dict, list[Budget]], str]  # (a study's results, its budgets) -> Markdown
-
-
-def with_summary(text: str, summary: str, name: str, markers: tuple[str, str] = (BEGIN, END)) -> str:
-    """``text`` with the lines between the ``markers`` replaced by ``summary``."""
-    begin, end = markers
-    if text.count(begin) != 1 or text.count(end) != 1:
-        raise SystemExit(f"error: {name} needs exactly one {begin!r} and one {end!r} line")
-    head, rest = text.split(begin)
-    _, tail = rest.split(end)
-    return f"{head}{begin}\n{summary}{end}{tail}"
 
 
 def targets(
@@ -112,7 +103,10 @@ def main() -> None:
         updated = text
         for markers, block in blocks.items():
             if markers in sources:
-                updated = with_summary(updated, block(*sources[markers]), str(path), markers)
+                try:
+                    updated = replace_marked_block(updated, block(*sources[markers]), markers, str(path))
+                except ValueError as e:
+                    raise SystemExit(f"error: {e}") from None
         if updated == text:
             continue
         if args.check:

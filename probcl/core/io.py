@@ -55,8 +55,13 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write(path, lambda fh: fh.write(text.encode()))
 
 
+def json_text(obj: Any) -> str:
+    """``obj`` as the JSON text probcl writes: indented, keys in their order, numpy scalars as floats."""
+    return json.dumps(obj, indent=2, sort_keys=False, default=float) + "\n"
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=float) + "\n")
+    atomic_write_text(path, json_text(obj))
 
 
 def read_json(path: str | os.PathLike, default: Any = None) -> Any:

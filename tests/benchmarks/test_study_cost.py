@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from benchmarks.study_cost import cost_of, group_of, main
+from benchmarks.study_cost import COSTS_MARKERS, cost_of, group_of, main
 
 
 def _cell(root, name, seconds, eval_seconds=(), threads=1, gpu=None, started=0, per_epoch=None, epochs=6):
@@ -71,3 +71,46 @@ def test_per_method_sums_every_folder(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "### every folder, per method" in text and "| simclr | 2 | 1.50 | 0.50 | 0 | 0.0 |" in text
     assert "All folders: **4.0 CPU-hours**" in text
+
+
+def _page(path):
+    path.write_text(f"# Costs\n\nbefore\n\n{COSTS_MARKERS[0]}\nstale\n{COSTS_MARKERS[1]}\n\nafter\n")
+    return path
+
+
+def test_doc_block_rows_come_from_the_cells_and_the_config(tmp_path, capsys):
+    _cell(tmp_path / "study", "simclr-s0", 3600, (1800,))  # 1 h + 0.5 h on the CPU
+    _cell(tmp_path / "study", "moco-s0", 120, (60,), gpu="NVIDIA H200")  # 3 cell-minutes on a GPU
+    config = {"methods": {"simclr": "simclr", "moco": "moco-v2"}, "seeds": [0, 1, 2]}  # lists 6 cells
+    (tmp_path / "study" / "results.json").write_text(json.dumps({"title": "A study", "config": config}))
+    (tmp_path / "study" / "report.md").write_text("# report\n")
+    _cell(tmp_path / "tuning", "simclr-t0-s0", 1800)  # no results.json: its name, its published cells
+    (tmp_path / "docs").mkdir()
+    page = _page(tmp_path / "docs" / "page.md")
+    assert main([str(tmp_path / "study"), str(tmp_path / "tuning"), "--doc", str(page)]) == 0
+    text = page.read_text()
+    assert text.startswith("# Costs\n\nbefore\n\n") and text.endswith(f"{COSTS_MARKERS[1]}\n\nafter\n")
+    assert "stale" not in text
+    assert "| [A study](../study/report.md) | 2 of 6 | 1 | 1.00 + 0.50 | 1 (3.0) |" in text
+    assert "| tuning | 1 of 1 | 1 | 0.50 + 0.00 | 0 (0.0) |" in text
+    assert "| **all** | 3 of 7 | 2 | **2.0** (1.50 + 0.50) | 1 (3.0) |" in text
+    assert "**2.0 CPU-hours in all** over 2 CPU cells, 0 of them" in text and "lent GPU (NVIDIA H200)." in text
+    capsys.readouterr()
+    assert main([str(tmp_path / "study"), str(tmp_path / "tuning"), "--doc", str(page), "--check"]) == 0
+    _cell(tmp_path / "study", "simclr-s1", 3600)  # a newly published cell makes the page stale
+    assert main([str(tmp_path / "study"), str(tmp_path / "tuning"), "--doc", str(page), "--check"]) == 1
+    assert "out of date" in capsys.readouterr().out and page.read_text() == text  # --check writes nothing
+
+
+def test_a_page_without_the_markers_is_refused(tmp_path):
+    _cell(tmp_path / "study", "simclr-s0", 3600)
+    page = tmp_path / "page.md"
+    page.write_text("# no markers\n")
+    with pytest.raises(SystemExit, match="study-costs:begin"):
+        main([str(tmp_path / "study"), "--doc", str(page)])
+    assert page.read_text() == "# no markers\n"
+
+
+def test_published_costs_match_the_published_cells():
+    """docs/study.md's Costs block and docs/results/study-v3-cost.json are regenerated at every publish."""
+    assert main(["--check"]) == 0
