@@ -91,8 +91,11 @@ class RunCheckpoint(ModelCheckpoint):
 
     STATE_NAME = "ModelCheckpoint"  # the name in the checkpoint's callback state keys: runs saved before this class
 
-    def _generate_state_key(self, **kwargs: Any) -> str:
-        return f"{self.STATE_NAME}{kwargs!r}"  # Lightning's key, with the class name runs were saved under
+    @property
+    def state_key(self) -> str:
+        """Lightning's key for this callback's state (its class name, then its settings), with the class name runs
+        were saved under."""
+        return self.STATE_NAME + super().state_key.removeprefix(type(self).__qualname__)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         old = state_dict.get("dirpath")
