@@ -35,6 +35,7 @@ from pathlib import Path
 
 from probcl.config import from_dict
 from probcl.core.io import atomic_write_text, json_text, read_json
+from probcl.errors import ProbclError
 from probcl.report.marked_block import replace_marked_block
 from probcl.tasks.benchmark.grid import BenchmarkConfig, grid
 
@@ -274,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     missing = [f for f in args.folders if not (root / f / "cells").is_dir()]
     if missing:
         parser.error(f"no cells/ folder in {', '.join(missing)}: pass published benchmark folders")
-    costs = [cost_of(Path(folder), root) for folder in args.folders]
+    try:
+        costs = [cost_of(Path(folder), root) for folder in args.folders]
+    except ProbclError as e:  # a damaged cell.json, eval.json or results.json: the file and the fix, no traceback
+        parser.exit(2, f"error: {e}\n")
     per_method = across_folders(costs)
     out, doc = (Path(p) if p else None for p in (args.out, args.doc))
     files = outputs(costs, per_method, out, doc, root)

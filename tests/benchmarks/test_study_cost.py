@@ -114,3 +114,13 @@ def test_a_page_without_the_markers_is_refused(tmp_path):
 def test_published_costs_match_the_published_cells():
     """docs/study.md's Costs block and docs/results/study-v3-cost.json are regenerated at every publish."""
     assert main(["--check"]) == 0
+
+
+def test_a_damaged_record_is_one_error_naming_the_file(tmp_path, capsys):
+    _cell(tmp_path / "study", "simclr-s0", 3600)
+    (tmp_path / "study" / "cells" / "simclr-s0" / "cell.json").write_text('{"seconds": 36')  # cut short
+    with pytest.raises(SystemExit) as stopped:
+        main([str(tmp_path / "study")])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "simclr-s0/cell.json" in err and "Traceback" not in err
