@@ -231,12 +231,15 @@ def doc_block(costs: list[dict], per_method: dict, doc: Path, root: Path) -> str
         f"({total['cpu_hours_train']:.2f} + {total['cpu_hours_eval']:.2f}) | {total['gpu_cells']} "
         f"({total['gpu_minutes']:.1f}) |"
     )
-    devices = sorted({cell["device"] for cost in costs for cell in cost["cells"] if cell["hardware"] == "gpu"})
+    cells = [cell for cost in costs for cell in cost["cells"]]
+    devices = sorted({cell["device"] for cell in cells if cell["hardware"] == "gpu"})
+    estimated = sum(cell["estimated"] for cell in cells if cell["hardware"] == "cpu")
     on_gpu = f" ({', '.join(devices)})" if devices else ""
     lines += [
         "",
-        f"**{hours:.1f} CPU-hours in all** over {total['cpu_cells']} CPU cells, {total['estimated']} of them with "
-        f"training time estimated (resumed cells), and {total['gpu_cells']} cells on a lent GPU{on_gpu}.",
+        f"**{hours:.1f} CPU-hours in all** over {total['cpu_cells']} CPU cells, {estimated} of them with training "
+        f"time estimated (resumed cells: their earlier calls at the last call's rate), and {total['gpu_cells']} "
+        f"cells on a lent GPU{on_gpu}.",
     ]
     return "\n".join(lines) + "\n"
 
