@@ -244,10 +244,11 @@ def doc_block(costs: list[dict], per_method: dict, doc: Path, root: Path) -> str
     return "\n".join(lines) + "\n"
 
 
-def outputs(costs: list[dict], per_method: dict, out: Path | None, doc: Path | None, root: Path) -> dict[Path, str]:
-    """What each output file should hold (paths under ``root``): the JSON, the Markdown next to it, the page with
-    its block replaced."""
-    text = markdown(costs, per_method)
+def outputs(
+    costs: list[dict], per_method: dict, text: str, out: Path | None, doc: Path | None, root: Path
+) -> dict[Path, str]:
+    """What each output file should hold (paths under ``root``): the JSON, the Markdown ``text`` next to it, the
+    page with its block replaced."""
     files: dict[Path, str] = {}
     if out is not None:
         files[root / out] = json_text({"folders": costs, "per_method": per_method})
@@ -284,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: {e}\n")
     per_method = across_folders(costs)
     out, doc = (Path(p) if p else None for p in (args.out, args.doc))
-    files = outputs(costs, per_method, out, doc, root)
+    text = markdown(costs, per_method)
+    files = outputs(costs, per_method, text, out, doc, root)
     if args.check:
         stale = [str(path) for path, text in files.items() if not path.exists() or path.read_text() != text]
         if stale:
@@ -292,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"{', '.join(map(str, files)) or 'nothing to check'}: up to date with the published cells")
         return 0
-    print(markdown(costs, per_method), end="")
+    print(text, end="")
     for path, text in files.items():
         atomic_write_text(path, text)
     return 0
