@@ -34,9 +34,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from probcl.config import from_dict
-from probcl.core.io import atomic_write_text, json_text, read_json
+from probcl.core.io import json_text, read_json
 from probcl.errors import ProbclError
-from probcl.report.marked_block import replace_marked_block
+from probcl.report.marked_block import replace_marked_block, sync_generated
 from probcl.tasks.benchmark.grid import BenchmarkConfig, grid
 
 SEED_SUFFIX = re.compile(r"-s\d+$")
@@ -287,16 +287,15 @@ def main(argv: list[str] | None = None) -> int:
     out, doc = (Path(p) if p else None for p in (args.out, args.doc))
     text = markdown(costs, per_method)
     files = outputs(costs, per_method, text, out, doc, root)
+    stale = sync_generated(files, check=args.check)
+    if args.check and stale:
+        stale_list = ", ".join(map(str, stale))
+        print(f"{stale_list}: out of date with the published cells; run python benchmarks/study_cost.py")
+        return 1
     if args.check:
-        stale = [str(path) for path, text in files.items() if not path.exists() or path.read_text() != text]
-        if stale:
-            print(f"{', '.join(stale)}: out of date with the published cells; run python benchmarks/study_cost.py")
-            return 1
         print(f"{', '.join(map(str, files)) or 'nothing to check'}: up to date with the published cells")
         return 0
     print(text, end="")
-    for path, text in files.items():
-        atomic_write_text(path, text)
     return 0
 
 

@@ -21,10 +21,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from probcl.core.io import atomic_write_text, read_json
+from probcl.core.io import read_json
 from probcl.report.benchmark_report import study_short_markdown, study_summary_markdown
 from probcl.report.budgets import Budget
-from probcl.report.marked_block import replace_marked_block
+from probcl.report.marked_block import replace_marked_block, sync_generated
 from probcl.tasks.benchmark.budgets import load_budgets
 from probcl.tasks.benchmark.grid import load_benchmark
 from probcl.tasks.benchmark.results import write_published_report
@@ -97,28 +97,23 @@ def main() -> None:
     if split is not None:
         split_budgets = load_budgets(load_benchmark(args.split_study)[0], root=Path(args.root))
         sources[SPLIT_BEGIN, SPLIT_END] = (split, split_budgets)
-    stale = []
+    files = {}
     for path, blocks in targets(Path(args.root), args.methods, args.columns).items():
-        text = path.read_text()
-        updated = text
+        files[path] = path.read_text()
         for markers, block in blocks.items():
             if markers in sources:
                 try:
-                    updated = replace_marked_block(updated, block(*sources[markers]), markers, str(path))
+                    files[path] = replace_marked_block(files[path], block(*sources[markers]), markers, str(path))
                 except ValueError as e:
                     raise SystemExit(f"error: {e}") from None
-        if updated == text:
-            continue
-        if args.check:
-            stale.append(str(path))
-        else:
-            atomic_write_text(path, updated)
-            print(f"{path}: study summaries from {args.results} and {args.split}")
-    if stale:
-        print(f"{', '.join(stale)}: the study summary is out of date; run python scripts/readme_study.py")
+    stale = sync_generated(files, check=args.check)
+    if args.check and stale:
+        print(f"{', '.join(map(str, stale))}: the study summary is out of date; run python scripts/readme_study.py")
         sys.exit(1)
     if args.check:
         print(f"README.md and docs/study.md: the study summaries match {args.results} and {args.split}")
+    for path in stale:
+        print(f"{path}: study summaries from {args.results} and {args.split}")
 
 
 if __name__ == "__main__":
