@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser, commands = build_parser()
     args, extra = parser.parse_known_args(argv)
     module = commands[args.command]
-    if extra and not getattr(module, "ACCEPTS_OVERRIDES", False):
+    if extra and not module.ACCEPTS_OVERRIDES:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     reuse_freed_memory()  # inference batch after batch without a page fault per 4 KiB (probcl.core.allocator)
     try:

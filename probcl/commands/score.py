@@ -10,6 +10,7 @@ from probcl.core.deprecation import RenamedFlag
 
 NAME = "score"
 HELP = "score every image of a dataset or folder: class, OOD scores, OOD flag and why (CSV or Parquet)"
+ACCEPTS_OVERRIDES = False  # no key=value config overrides after the arguments
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
