@@ -6,7 +6,7 @@ import argparse
 
 NAME = "benchmark"
 HELP = "pretrain + evaluate a grid (methods x seeds [x batch sizes]); writes results.json, report.md, report.html"
-ACCEPTS_OVERRIDES = False  # no key=value config overrides after the arguments
+ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -20,7 +20,7 @@ HELP = (
     "run evaluation suites on a run (results merged into RUN/eval.json, figures into RUN/plots), or on any "
     "encoder's weights (--weights FILE --model.backbone NAME; results into --out)"
 )
-ACCEPTS_OVERRIDES = False  # no key=value config overrides after the arguments
+ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
 MODEL_KEYS = {  # --model.KEY: the architecture of --weights (ModelConfig keys; default: the .json sidecar's)
     "backbone": "architecture of --weights: cnn, resnet18, resnet50, timm:NAME or torchvision:NAME (default: the "
     "weights' .json sidecar's; required without one)",

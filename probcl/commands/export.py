@@ -6,7 +6,7 @@ import argparse
 
 NAME = "export"
 HELP = "write the backbone for use elsewhere: model.safetensors / model.pt + config.json, or also model.onnx"
-ACCEPTS_OVERRIDES = False  # no key=value config overrides after the arguments
+ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ import argparse
 
 NAME = "list"
 HELP = "registered methods, datasets, evaluation suites and presets (each with its one-line description)"
-ACCEPTS_OVERRIDES = False  # no key=value config overrides after the arguments
+ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ from probcl.core.deprecation import RenamedFlag
 
 NAME = "sample"
 HELP = "draw images from a run's energy (EBCLR Eq. 20) with SGLD; PNG grid with each sample's energy"
-ACCEPTS_OVERRIDES = False  # no key=value config overrides after the arguments
+ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

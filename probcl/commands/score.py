@@ -10,7 +10,7 @@ from probcl.core.deprecation import RenamedFlag
 
 NAME = "score"
 HELP = "score every image of a dataset or folder: class, OOD scores, OOD flag and why (CSV or Parquet)"
-ACCEPTS_OVERRIDES = False  # no key=value config overrides after the arguments
+ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -1,5 +1,5 @@
 """Every command module declares the protocol `probcl.cli` reads (probcl/commands/__init__.py), so the CLI asks a
-declared attribute instead of probing for one; only `pretrain` takes key=value overrides after its arguments."""
+declared attribute instead of probing for one; only `pretrain` takes `--section.key VALUE` config overrides."""
 
 from __future__ import annotations
 
@@ -24,6 +24,6 @@ def test_only_pretrain_takes_overrides():
 
 def test_a_command_without_overrides_rejects_stray_tokens(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["list", "methods", "optim.lr=0.1"])
+        main(["list", "methods", "--optim.lr", "0.1"])
     assert exit_info.value.code == 2
-    assert "unrecognized arguments: optim.lr=0.1" in capsys.readouterr().err
+    assert "unrecognized arguments: --optim.lr 0.1" in capsys.readouterr().err
