@@ -196,7 +196,12 @@ def from_dict(cls: type, data: dict | None, prefix: str = "", names: Mapping[str
     """
     data = {} if data is None else data
     if not isinstance(data, dict):
-        raise ConfigError(f"{prefix or 'config'} must be a mapping, got {data!r}")
+        if prefix:  # `--data imgs`, or `data: imgs` in YAML: a section given one value
+            raise ConfigError(
+                f"{prefix} must be a mapping, got {data!r}: it is a section; set its keys one by one "
+                f"(--{prefix}.KEY VALUE, or KEY: VALUE under {prefix}: in YAML; --print-config lists them)"
+            )
+        raise ConfigError(f"config must be a mapping, got {data!r}")
     hints = typing.get_type_hints(cls, include_extras=True)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))

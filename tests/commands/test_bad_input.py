@@ -129,6 +129,7 @@ CASES = {
     # --- pretrain: config keys, types, ranges
     "unknown key": (PRETRAIN + ["--train.nope", "1"], r"unknown config key\(s\) train\.nope"),
     "unknown section": (PRETRAIN + ["--nope.x", "1"], r"unknown config key\(s\) nope"),
+    "section given a value": (PRETRAIN + ["--data", "imgs"], r"data must be a mapping, got 'imgs': it is a section"),
     "bad int": (PRETRAIN + ["--epochs", "many"], r"train\.epochs must be an integer"),
     "fractional int": (PRETRAIN + ["--epochs", "1.5"], r"train\.epochs must be an integer"),
     "zero epochs": (PRETRAIN + ["--epochs", "0"], r"train\.epochs must be >= 1"),
