@@ -19,9 +19,17 @@ from probcl.data.builtin import DATASETS, WITH_UNLABELED
 from probcl.data.folders import load_folder
 from probcl.data.npz import load_npz
 from probcl.data.sources import ImageSource, TensorImages, conform, keep_classes
-from probcl.data.specs import CLASS_FILTER, SPLITS, Split, folder_spec, is_path_spec, parse_classes
+from probcl.data.specs import (
+    CLASS_FILTER,
+    SPLITS,
+    Split,
+    folder_spec,
+    is_path_spec,
+    parse_classes,
+    unknown_dataset_message,
+)
 from probcl.data.unreadable import UnreadableFiles
-from probcl.errors import DatasetError
+from probcl.errors import DatasetError, UnknownNameError
 
 
 def load_dataset(
@@ -56,6 +64,8 @@ def load_dataset(
     if spec.startswith("npz:"):
         data = load_npz(Path(spec[len("npz:") :]), split)
     else:
+        if spec not in DATASETS:
+            raise UnknownNameError(unknown_dataset_message(spec, DATASETS.names()))
         loader = DATASETS.get(spec)
         if split == "all":
             parts = [loader(s, root=root, download=download) for s in ("train", "test")]

@@ -25,6 +25,18 @@ HOLDOUT_FRACTION = 0.2  # test share of folder/npz datasets that have no explici
 HOLDOUT_SEED = 0
 
 
+def unknown_dataset_message(spec: str, names: list[str]) -> str:
+    """The error for a ``--dataset`` that is neither a registered name nor a spec form: the valid names and forms,
+    and, when ``spec`` is a path on disk (``--dataset imgs`` for a folder), the prefix it lacks."""
+    message = f"unknown dataset {spec!r}; valid choices: {', '.join(names)}, or {', '.join(SPEC_FORMS)}"
+    path = Path(spec)
+    if path.is_dir():
+        return f"{message}. {spec} is a folder: pass --dataset folder:{spec}"
+    if path.is_file() and path.suffix == ".npz":
+        return f"{message}. {spec} is an array file: pass --dataset npz:{spec}"
+    return message
+
+
 def is_path_spec(spec: str) -> bool:
     """True for ``folder:`` and ``npz:`` specs (paths, not registered names)."""
     return spec.startswith(PREFIXED)

@@ -142,6 +142,7 @@ CASES = {
     "unknown method": (PRETRAIN + ["--method", "nope"], r"unknown method 'nope'"),
     "unknown method arg": (PRETRAIN + ["--method_args.nope", "1"], r"unknown config key\(s\) method_args\.nope"),
     "unknown dataset": (PRETRAIN + ["--dataset", "nope"], r"unknown dataset 'nope'"),
+    "dataset a bare folder": (PRETRAIN + ["--dataset", "{data}"], r"is a folder: pass --dataset folder:"),
     "unknown logger": (PRETRAIN + ["--train.loggers", "neptune"], r"unknown train\.loggers 'neptune'"),
     "too many devices": (PRETRAIN + ["--devices", "100000"], r"this machine has \d+ "),
     "bad device ids": (PRETRAIN + ["--devices", "[99999]"], r"ids must be in"),

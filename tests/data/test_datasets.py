@@ -128,3 +128,18 @@ def test_a_folder_spec_naming_a_file_says_it_is_a_file(tmp_path):
     Image.new("L", (8, 8)).save(tmp_path / "noise-0.png")
     with pytest.raises(DatasetError, match=r"noise-0.png is a file, not a folder: .*folder:" + str(tmp_path)):
         load_dataset(f"folder:{tmp_path / 'noise-0.png'}", "test")
+
+
+def test_an_unknown_dataset_that_is_a_path_names_the_prefix_it_lacks(tmp_path):
+    from probcl.data.specs import SPEC_FORMS, unknown_dataset_message
+
+    (tmp_path / "images").mkdir()
+    (tmp_path / "arrays.npz").write_bytes(b"")
+    names = ["digits", "mnist"]
+    plain = unknown_dataset_message("nope", names)
+    assert plain == f"unknown dataset 'nope'; valid choices: digits, mnist, or {', '.join(SPEC_FORMS)}"
+    images, arrays = str(tmp_path / "images"), str(tmp_path / "arrays.npz")
+    assert unknown_dataset_message(images, names) == f"{plain.replace('nope', images)}. {images} is a folder: " + (
+        f"pass --dataset folder:{images}"
+    )
+    assert unknown_dataset_message(arrays, names).endswith(f"{arrays} is an array file: pass --dataset npz:{arrays}")
