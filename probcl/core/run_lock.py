@@ -77,7 +77,8 @@ class RunLock:
       is respected: in use, as before.
 
     The run directory itself may vanish between two steps (a holder that created it removes it empty when
-    it is done): a step that finds it gone starts again; a run directory that is a file is an error.
+    it is done, with the parents it created): a step that finds it gone starts again; a run directory that is
+    a file is an error.
     """
 
     def __init__(
@@ -92,7 +93,7 @@ class RunLock:
         self.path = self.root / filename
         self.wait, self.poll_s = wait, poll_s
         self.held = False
-        self.created_root = False
+        self.created_dirs: list[Path] = []  # the run directory and the parents it made, deepest first
         self._fd: int | None = None
         self._holder = 0  # the pid that holds it (a forked child's copy of this object does not)
 
@@ -133,9 +134,10 @@ class RunLock:
 
     def _open(self) -> int | None:
         """The lock file's descriptor (created empty when missing); None when the run directory vanished."""
+        missing = [d for d in (self.root, *self.root.parents) if not d.exists()]
         try:
             self.root.mkdir(parents=True)
-            self.created_root = True
+            self.created_dirs = missing
         except FileExistsError:
             pass
         except OSError as e:
@@ -208,11 +210,12 @@ class RunLock:
             _HELD.discard(self._fd)
             os.close(self._fd)
             self._fd, self.held = None, False
-        if self.created_root:  # a command that failed before writing anything leaves no empty run dir
+        # a command that failed before writing anything leaves no empty run dir, nor the parents made for it
+        for made in self.created_dirs:
             try:
-                self.root.rmdir()
+                made.rmdir()
             except OSError:
-                pass  # not empty: the run wrote files (or another process's lock is in it)
+                break  # not empty: the run wrote files (or another process's lock or run is in it)
 
 
 class _NotTheLock(Exception):

@@ -166,3 +166,19 @@ def test_no_resume_moves_the_old_run_aside(tiny_config, capsys):
     assert (moved[0] / "eval.json").exists() and (moved[0] / "checkpoints" / "last.ckpt").exists()
     assert not paths.eval.exists()  # the new run starts without the old results
     assert reproducible_rows(paths.metrics.read_text()) == reproducible_rows(old_rows)  # same seed, rows once
+
+
+def test_a_run_that_wrote_nothing_leaves_neither_its_folder_nor_the_parents_made_for_it(tmp_path):
+    (tmp_path / "kept").mkdir()
+    with RunLock(tmp_path / "kept" / "runs" / "a" / "run", "pretrain"):
+        assert (tmp_path / "kept" / "runs" / "a" / "run" / ".lock").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"] and not any((tmp_path / "kept").iterdir())
+
+
+def test_parents_with_other_files_in_them_stay(tmp_path):
+    with RunLock(tmp_path / "runs" / "a", "pretrain"):
+        (tmp_path / "runs" / "b").mkdir()  # another run appeared beside it meanwhile
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["b"]
+    with RunLock(tmp_path / "runs" / "c", "pretrain"):
+        (tmp_path / "runs" / "c" / "config.yaml").write_text("written\n")  # the run wrote a file: nothing goes
+    assert (tmp_path / "runs" / "c" / "config.yaml").exists()
