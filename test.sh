@@ -9,7 +9,12 @@ echo "==> ruff (lint + format), mypy, and the layer contracts (import-linter)"
 python3 -m ruff check probcl tests benchmarks scripts
 python3 -m ruff format --check probcl tests benchmarks scripts
 python3 -m mypy probcl benchmarks
-lint-imports
+# import-linter's report in full only when a contract fails; otherwise one line
+if ! contracts=$(lint-imports --no-logo 2>&1); then
+    echo "$contracts"
+    exit 1
+fi
+echo "$contracts" | sed -n 's/^Contracts: \([0-9]*\) kept.*$/layer contracts (import-linter): all \1 hold/p'
 echo "==> docs (mkdocs build --strict)"
 NO_MKDOCS_2_WARNING=1 python3 -m mkdocs build --strict --quiet
 # pytest-xdist: one test file per process (--dist loadfile keeps a file's module fixtures built once), up to 4
