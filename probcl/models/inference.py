@@ -120,13 +120,14 @@ def _from_numpy(batch: np.ndarray, channels: int, image_size: int) -> torch.Tens
 
 
 def _checked_tensor(images: torch.Tensor, channels: int) -> torch.Tensor:
+    given = f"shape {tuple(images.shape)}" + (", read as one (C, H, W) image" if images.dim() == 3 else "")
     if images.dim() == 3:
         images = images[None]
     if images.dim() != 4:
-        raise ConfigError(f"images must be (N, C, H, W) or one (C, H, W) image, got shape {tuple(images.shape)}")
+        raise ConfigError(f"images must be (N, C, H, W) or one (C, H, W) image, got {given}")
     if images.shape[1] != channels:
         raise ConfigError(
-            f"images have {images.shape[1]} channels (shape {tuple(images.shape)}); the model takes "
+            f"images have {images.shape[1]} channels ({given}); the model takes "
             f"{channels}: convert them first (or pass PIL images / files, converted for you)"
         )
     if images.dtype != torch.uint8 and not images.is_floating_point():

@@ -164,6 +164,7 @@ def test_results_are_on_the_model_device():
     "bad, error, match",
     [
         (torch.zeros(2, 3, 12, 12, dtype=torch.uint8), ConfigError, "3 channels .* the model takes 1"),
+        (torch.zeros(2, 1, 12), ConfigError, r"2 channels \(shape \(2, 1, 12\), read as one \(C, H, W\) image\)"),
         (torch.full((2, 1, 12, 12), 255.0), ConfigError, r"must be in \[0, 1\]"),
         (torch.zeros(2, 1, 12, 12, dtype=torch.int64), ConfigError, "uint8"),
         (torch.zeros(12, 12), ConfigError, r"\(N, C, H, W\)"),
