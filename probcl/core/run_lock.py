@@ -138,8 +138,13 @@ class RunLock:
         try:
             self.root.mkdir(parents=True)
             self.created_dirs = missing
-        except FileExistsError:
-            pass
+        except FileExistsError:  # there already, or a broken symbolic link on the way (os.open then never succeeds)
+            broken = next((d for d in (self.root, *self.root.parents) if d.is_symlink() and not d.exists()), None)
+            if broken is not None:
+                raise RunError(
+                    f"cannot make run directory {self.root}: {broken} is a symbolic link to {os.readlink(broken)}, "
+                    f"which does not exist; create its target or choose another --run-dir"
+                ) from None
         except OSError as e:
             raise self._unwritable(e) from None
         try:

@@ -182,3 +182,11 @@ def test_parents_with_other_files_in_them_stay(tmp_path):
     with RunLock(tmp_path / "runs" / "c", "pretrain"):
         (tmp_path / "runs" / "c" / "config.yaml").write_text("written\n")  # the run wrote a file: nothing goes
     assert (tmp_path / "runs" / "c" / "config.yaml").exists()
+
+
+@pytest.mark.parametrize("run", ["dangling", "dangling/run"])
+def test_a_broken_symbolic_link_on_the_way_is_named_instead_of_waited_on(tmp_path, run):
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    with pytest.raises(RunError, match=r"dangling is a symbolic link to .*gone, which does not exist"):
+        with RunLock(tmp_path / run, "pretrain"):
+            pass
