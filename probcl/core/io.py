@@ -43,11 +43,27 @@ def file_identity(path: Path) -> dict[str, Any]:
     return {"path": str(path.resolve()), "size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
+def broken_link_on(path: Path) -> Path | None:
+    """The first of ``path`` and its parents that is a symbolic link to nothing (no folder can be made there),
+    or None."""
+    return next((p for p in (path, *path.parents) if p.is_symlink() and not p.exists()), None)
+
+
+def broken_link_message(link: Path) -> str:
+    """What is wrong with a broken symbolic link, for an error message."""
+    return f"{link} is a symbolic link to {os.readlink(link)}, which does not exist"
+
+
 def write_error(path: Path, error: OSError) -> RunError:
-    """The one-line error for a failed write (disk full, read-only folder, ...)."""
+    """The one-line error for a failed write (disk full, read-only folder, a broken link on the way, ...)."""
+    broken = broken_link_on(path.parent)
+    if broken is not None:
+        cause, fix = broken_link_message(broken), "create its target or write elsewhere"
+    else:
+        cause, fix = str(error.strerror or error), "free disk space or fix permissions"
     return RunError(
-        f"cannot write {path}: {error.strerror or error}. Nothing was lost: the previous {path.name} "
-        f"(if any) is intact; free disk space or fix permissions and run the command again"
+        f"cannot write {path}: {cause}. Nothing was lost: the previous {path.name} "
+        f"(if any) is intact; {fix} and run the command again"
     )
 
 

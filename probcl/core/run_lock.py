@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from probcl.core.io import broken_link_message, broken_link_on
 from probcl.core.layout import RunPaths
 from probcl.errors import RunError, RunInUseError
 
@@ -139,11 +140,11 @@ class RunLock:
             self.root.mkdir(parents=True)
             self.created_dirs = missing
         except FileExistsError:  # there already, or a broken symbolic link on the way (os.open then never succeeds)
-            broken = next((d for d in (self.root, *self.root.parents) if d.is_symlink() and not d.exists()), None)
+            broken = broken_link_on(self.root)
             if broken is not None:
                 raise RunError(
-                    f"cannot make run directory {self.root}: {broken} is a symbolic link to {os.readlink(broken)}, "
-                    f"which does not exist; create its target or choose another --run-dir"
+                    f"cannot make run directory {self.root}: {broken_link_message(broken)}; create its target or "
+                    f"choose another --run-dir"
                 ) from None
         except OSError as e:
             raise self._unwritable(e) from None

@@ -1,0 +1,40 @@
+"""Atomic writes: a failed write names the file and the cause, and leaves the previous file as it was."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+
+from probcl.core.io import atomic_write, atomic_write_text
+from probcl.errors import RunError
+
+
+def test_a_write_replaces_the_file_whole(tmp_path):
+    target = tmp_path / "deep" / "folder" / "out.txt"
+    atomic_write_text(target, "first\n")
+    atomic_write_text(target, "second\n")
+    assert target.read_text() == "second\n"
+    assert [p.name for p in target.parent.iterdir()] == ["out.txt"]  # no temporary file left
+
+
+def test_a_broken_symbolic_link_on_the_way_is_named(tmp_path):
+    (tmp_path / "out").symlink_to(tmp_path / "gone")
+    with pytest.raises(RunError, match=r"out/s\.csv: .*out is a symbolic link to .*gone, which does not"):
+        atomic_write_text(tmp_path / "out" / "s.csv", "x\n")
+    assert not (tmp_path / "gone").exists()
+
+
+def test_a_failed_write_keeps_the_previous_file(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("previous\n")
+
+    def disk_full(fh):
+        fh.write(b"half")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with pytest.raises(RunError, match=r"out\.txt: No space left on device\. Nothing was lost.*free disk"):
+        atomic_write(target, disk_full)
+    assert target.read_text() == "previous\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]  # the temporary file is gone
