@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import socket
@@ -135,7 +136,7 @@ class RunLock:
 
     def _open(self) -> int | None:
         """The lock file's descriptor (created empty when missing); None when the run directory vanished."""
-        missing = [d for d in (self.root, *self.root.parents) if not d.exists()]
+        missing = list(itertools.takewhile(lambda d: not d.exists(), (self.root, *self.root.parents)))
         try:
             self.root.mkdir(parents=True)
             self.created_dirs = missing
