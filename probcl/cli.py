@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         silence_stdout()
         return 1
     except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - sorted into user-facing failures and bugs below
-        failure = as_probcl_error(error)
+        failure = as_probcl_error(error, module.AFTER_A_STOP)
         if failure is None:
             raise
         print(f"probcl: {failure.kind}: {failure}", file=sys.stderr)

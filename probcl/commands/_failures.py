@@ -24,7 +24,7 @@ PEER_LOST = (
     "nccl communicator was aborted",
     "ncclremoteerror",
 )
-RESUME = "re-run the same command to resume from the last checkpoint (exactly where it left off)"
+RUN_AGAIN = "run the same command again"  # a command module's AFTER_A_STOP says more: what a rerun keeps
 
 
 class InterruptedRun(ProbclError):
@@ -39,19 +39,21 @@ def is_peer_lost(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and any(s in str(error).lower() for s in PEER_LOST)
 
 
-def as_probcl_error(error: BaseException) -> ProbclError | None:
-    """The one-line form of ``error``, or None when it is not a failure a user can meet (a bug: keep the traceback)."""
+def as_probcl_error(error: BaseException, after_a_stop: str = RUN_AGAIN) -> ProbclError | None:
+    """The one-line form of ``error``, or None when it is not a failure a user can meet (a bug: keep the traceback).
+    ``after_a_stop``: what to do once the cause is dealt with, as the command declares it (its ``AFTER_A_STOP``:
+    a pretraining run resumes, an evaluation keeps its finished suites, ...)."""
     if isinstance(error, ProbclError):
         return error
     if isinstance(error, KeyboardInterrupt):
-        return InterruptedRun(f"stopped by the user; a pretraining run can be continued: {RESUME}")
+        return InterruptedRun(f"stopped by the user; {after_a_stop}")
     if is_peer_lost(error):
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         detail = first.split("] ", 1)[-1].split(". This is typically", 1)[0]  # gloo's "[file:line] Read error ..."
         return RunError(
             f"a process of this multi-process run stopped or lost its connection ({detail}); "
-            f"the checkpoints already written are intact: {RESUME}"
+            f"the files already written are intact: {after_a_stop}"
         )
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-        return RunError(f"the disk is full ({error}); free space, then {RESUME}")
+        return RunError(f"the disk is full ({error}); free space, then {after_a_stop}")
     return None

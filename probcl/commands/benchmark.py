@@ -7,6 +7,9 @@ import argparse
 NAME = "benchmark"
 HELP = "pretrain + evaluate a grid (methods x seeds [x batch sizes]); writes results.json, report.md, report.html"
 ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
+AFTER_A_STOP = (
+    "re-run the same command: finished cells are kept, and a cell in progress resumes from its last checkpoint"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

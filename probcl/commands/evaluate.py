@@ -21,6 +21,7 @@ HELP = (
     "encoder's weights (--weights FILE --model.backbone NAME; results into --out)"
 )
 ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
+AFTER_A_STOP = "run the same command again (the suites that finished are saved in eval.json already)"
 MODEL_KEYS = {  # --model.KEY: the architecture of --weights (ModelConfig keys; default: the .json sidecar's)
     "backbone": "architecture of --weights: cnn, resnet18, resnet50, timm:NAME or torchvision:NAME (default: the "
     "weights' .json sidecar's; required without one)",

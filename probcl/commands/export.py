@@ -7,6 +7,7 @@ import argparse
 NAME = "export"
 HELP = "write the backbone for use elsewhere: model.safetensors / model.pt + config.json, or also model.onnx"
 ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
+AFTER_A_STOP = "run the same command again (each exported file is written whole or not at all)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ import argparse
 NAME = "list"
 HELP = "registered methods, datasets, evaluation suites and presets (each with its one-line description)"
 ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
+AFTER_A_STOP = "run the same command again"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -12,6 +12,7 @@ from probcl.core.presets import resolve_config_path
 NAME = "pretrain"
 HELP = "pretrain an encoder (resumes from last.ckpt when the run directory has one)"
 ACCEPTS_OVERRIDES = True
+AFTER_A_STOP = "re-run the same command to resume from the last checkpoint (exactly where it left off)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -10,6 +10,7 @@ from probcl.core.deprecation import RenamedFlag
 NAME = "sample"
 HELP = "draw images from a run's energy (EBCLR Eq. 20) with SGLD; PNG grid with each sample's energy"
 ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
+AFTER_A_STOP = "run the same command again (the image grid is written whole or not at all)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

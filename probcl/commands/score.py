@@ -11,6 +11,7 @@ from probcl.core.deprecation import RenamedFlag
 NAME = "score"
 HELP = "score every image of a dataset or folder: class, OOD scores, OOD flag and why (CSV or Parquet)"
 ACCEPTS_OVERRIDES = False  # no --section.key VALUE config overrides
+AFTER_A_STOP = "run the same command again (the output file is written only once every image is scored)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from probcl.core.io import atomic_write
+from probcl.core.io import atomic_torch_save
 from probcl.core.layout import results_folder
 from probcl.errors import RunError
 
@@ -47,7 +47,7 @@ def write_features(path: Path, key: dict[str, Any], features: torch.Tensor, labe
     exact_in_bf16 = torch.equal(features.bfloat16().float(), features)
     state = {"key": {"format": FORMAT, **key}, "features": features.bfloat16() if exact_in_bf16 else features}
     try:
-        atomic_write(path, lambda fh: torch.save({**state, "labels": labels}, fh))
+        atomic_torch_save(path, {**state, "labels": labels})
     except RunError as e:
         return str(e)
     return None

@@ -30,7 +30,7 @@ from torch import nn
 
 import probcl
 from probcl.config import to_plain
-from probcl.core.io import atomic_write, atomic_write_json
+from probcl.core.io import atomic_torch_save, atomic_write, atomic_write_json
 from probcl.core.layout import EXPORT_CONFIG, EXPORT_FORMAT, EXPORT_WEIGHTS, RunPaths
 from probcl.data.augment import Normalizer
 from probcl.errors import ConfigError, RunError
@@ -142,7 +142,7 @@ def _target(run: Path, out: str | Path | None, fmt: str) -> Path:
 
 def _write_weights(state: dict[str, torch.Tensor], path: Path, fmt: str) -> None:
     if fmt == "pt":
-        atomic_write(path, lambda fh: torch.save(state, fh))
+        atomic_torch_save(path, state)
         return
     from safetensors.torch import save
 

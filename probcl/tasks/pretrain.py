@@ -24,7 +24,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from probcl.config import Config, ConfigError, TrainConfig, from_dict, recipe_changes, save_config
-from probcl.core.io import atomic_write
+from probcl.core.io import atomic_torch_save
 from probcl.core.layout import RunPaths
 from probcl.core.process_clock import seconds_since_process_start
 from probcl.core.run_lock import RunLock, move_aside
@@ -78,7 +78,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def save_checkpoint(self, checkpoint: dict, path, storage_options: Any | None = None) -> None:
         try:
-            atomic_write(path, lambda fh: torch.save(checkpoint, fh))
+            atomic_torch_save(path, checkpoint)
         except RunError as e:
             raise RunError(f"{e} (pretraining resumes from its last checkpoint)") from None
 

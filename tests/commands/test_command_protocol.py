@@ -1,5 +1,6 @@
 """Every command module declares the protocol `probcl.cli` reads (probcl/commands/__init__.py), so the CLI asks a
-declared attribute instead of probing for one; only `pretrain` takes `--section.key VALUE` config overrides."""
+declared attribute instead of probing for one (what to do after a stop included);
+only `pretrain` takes `--section.key VALUE` config overrides."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ def test_each_command_declares_name_help_overrides_and_entry_points(name):
     module = COMMANDS[name]
     assert module.NAME == name and isinstance(module.HELP, str) and module.HELP
     assert isinstance(module.ACCEPTS_OVERRIDES, bool)
+    assert isinstance(module.AFTER_A_STOP, str) and module.AFTER_A_STOP.startswith(("run", "re-run"))
     assert callable(module.add_arguments) and callable(module.run)
 
 

@@ -23,9 +23,9 @@ GLOO_RESET = (
 
 
 def test_known_failures_become_one_line_and_bugs_keep_their_traceback():
-    lost = as_probcl_error(RuntimeError(GLOO_RESET))
+    lost = as_probcl_error(RuntimeError(GLOO_RESET), "re-run the same command to resume")
     assert lost is not None and "Read error [127.0.0.1]:38272: Connection reset by peer" in str(lost)
-    assert "GLHF" not in str(lost) and "re-run the same command to resume" in str(lost)
+    assert "GLHF" not in str(lost) and str(lost).endswith("re-run the same command to resume")
     full = as_probcl_error(OSError(errno.ENOSPC, "No space left on device"))
     assert full is not None and "disk is full" in str(full)
     assert as_probcl_error(KeyboardInterrupt()).exit_code == 130
@@ -45,6 +45,33 @@ def test_the_cli_prints_one_line_for_a_known_failure(monkeypatch, capsys):
     assert main(["list"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("probcl: error: a process of this multi-process run stopped")
+
+
+@pytest.mark.parametrize(
+    ("command", "failure", "ending"),
+    [
+        ("evaluate", KeyboardInterrupt(), "the suites that finished are saved in eval.json"),
+        ("score", OSError(errno.ENOSPC, "No space left on device"), "the output file is written only once every"),
+        ("pretrain", KeyboardInterrupt(), "re-run the same command to resume from the last checkpoint"),
+        ("benchmark", KeyboardInterrupt(), "finished cells are kept, and a cell in progress resumes from its last"),
+    ],
+)
+def test_the_line_after_a_stop_says_what_a_rerun_of_that_command_does(monkeypatch, capsys, command, failure, ending):
+    """Only a pretraining run (alone or in a benchmark's cell) resumes from a checkpoint: a Ctrl-C or a full disk
+    in `evaluate` or `score` must not promise one."""
+    import importlib
+
+    module = importlib.import_module(f"probcl.commands.{command}")
+
+    def fail(args, extra):
+        raise failure
+
+    monkeypatch.setattr(module, "run", fail)
+    argv = {"evaluate": ["run"], "score": ["run", "--dataset", "digits"], "benchmark": ["--config", "c.yaml"]}
+    assert main([command, *argv.get(command, [])]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ending in err
+    assert ("checkpoint" in err) == (command in ("pretrain", "benchmark"))
 
 
 def _rank_one(rank0: int) -> int:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from probcl.core.io import atomic_write, atomic_write_text
+from probcl.core.io import atomic_torch_save, atomic_write, atomic_write_text
 from probcl.errors import RunError
 
 
@@ -38,3 +38,42 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path):
         atomic_write(target, disk_full)
     assert target.read_text() == "previous\n"
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]  # the temporary file is gone
+
+
+class _FillsUp:
+    """A file that takes ``room`` bytes, then fails every write as a full disk does (ENOSPC)."""
+
+    def __init__(self, fh, room: int):
+        self.fh, self.room = fh, room
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(data)
+        return self.fh.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return self.fh.__exit__(*exc)
+
+
+def test_a_tensor_file_on_a_full_disk_gives_the_disk_error_and_keeps_the_previous_file(tmp_path, monkeypatch):
+    """torch.save writing into the file itself turns ENOSPC into "RuntimeError: [enforce fail at
+    inline_container.cc] unexpected pos"; the file's previous content must stay, and the error must say why."""
+    import torch
+
+    target = tmp_path / "last.ckpt"
+    atomic_torch_save(target, {"step": 1})
+    before = target.read_bytes()
+    real_fdopen = os.fdopen
+    monkeypatch.setattr("probcl.core.io.os.fdopen", lambda fd, mode: _FillsUp(real_fdopen(fd, mode), 4096))
+    with pytest.raises(RunError, match=r"last\.ckpt: No space left on device\. Nothing was lost"):
+        atomic_torch_save(target, {"step": 2, "weights": torch.zeros(100_000)})
+    monkeypatch.undo()
+    assert target.read_bytes() == before and torch.load(target)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from probcl.core.io import atomic_write
+from probcl.core.io import atomic_torch_save
 from probcl.errors import RunError
 from probcl.eval import id_reference
 from probcl.eval.ood_scores import SCORES, calibration, tails
@@ -46,7 +46,7 @@ def write_cache(path: Path, state: dict) -> str | None:
     """Store ``state`` at ``path``; a run directory that cannot be written costs speed, not the scores: then
     one line says so and the reason is returned (None when stored)."""
     try:
-        atomic_write(path, lambda fh: torch.save(state, fh))
+        atomic_torch_save(path, state)
     except RunError as e:
         print(f"probcl score: the fitted reference is not cached ({e})", file=sys.stderr)
         return str(e)
