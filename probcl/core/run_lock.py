@@ -124,14 +124,14 @@ class RunLock:
             except BaseException:
                 os.close(fd)
                 raise
+            self._fd, self._holder, self.held = fd, os.getpid(), True
+            _HELD.add(fd)
             try:
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, owner.encode(), 0)
-            except BaseException:
-                os.close(fd)  # lets go of the flock; the name stays, empty or torn: free for the next one
+            except BaseException:  # a full disk: let go as a holder does (the name, the flock, the folders made)
+                self.__exit__()
                 raise
-            self._fd, self._holder, self.held = fd, os.getpid(), True
-            _HELD.add(fd)
             return self
 
     def _open(self) -> int | None:

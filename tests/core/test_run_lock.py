@@ -1,5 +1,6 @@
 """Run directories: one writer at a time, stale locks taken over, --no-resume moves the old run aside."""
 
+import errno
 import json
 import os
 import signal
@@ -190,3 +191,20 @@ def test_a_broken_symbolic_link_on_the_way_is_named_instead_of_waited_on(tmp_pat
     with pytest.raises(RunError, match=r"dangling is a symbolic link to .*gone, which does not exist"):
         with RunLock(tmp_path / run, "pretrain"):
             pass
+
+
+def test_a_full_disk_while_naming_the_holder_leaves_no_lock_and_no_folders(tmp_path, monkeypatch):
+    """The lock file is made, then writing its holder fails (ENOSPC): the command fails, and neither an empty
+    ``.lock`` nor the run folders it made for it stay behind."""
+
+    def disk_full(fd, data, offset):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("probcl.core.run_lock.os.pwrite", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        with RunLock(tmp_path / "runs" / "run", "pretrain"):
+            pass
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    with RunLock(tmp_path / "runs" / "run", "pretrain") as lock:  # and the next command takes the run at once
+        assert lock.held
