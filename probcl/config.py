@@ -17,7 +17,7 @@ import yaml
 
 from probcl.core.backbone_names import FAMILIES, resolve_backbone
 from probcl.core.deprecation import warn_renamed
-from probcl.core.io import atomic_write_text
+from probcl.core.io import atomic_write_text, read_yaml
 from probcl.core.typed_config import (
     AtLeast,
     Bound,
@@ -25,6 +25,7 @@ from probcl.core.typed_config import (
     NonNegative,
     OneOf,
     Positive,
+    PositiveOrInfinite,
     Probability,
     check_bounds,
     dotted,
@@ -59,6 +60,7 @@ __all__ = [
     "parse_override_value",
     "parse_overrides",
     "Positive",
+    "PositiveOrInfinite",
     "Probability",
     "recipe",
     "recipe_changes",
@@ -405,10 +407,7 @@ def load_config(path: str | os.PathLike | None = None, overrides: dict[str, Any]
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist; see `probcl list presets` for the presets")
-        try:
-            tree = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
+        tree = read_yaml(path) or {}
     for key, value in (overrides or {}).items():
         set_dotted(tree, key, value)
     return from_dict(Config, tree).validate()

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from probcl.errors import RunError
+import yaml
+
+from probcl.errors import ConfigError, RunError
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -108,3 +110,24 @@ def read_json(path: str | os.PathLike, default: Any = None) -> Any:
             f"cannot read {path}: {problem}. probcl writes it atomically, so it was damaged outside probcl; "
             f"restore it from a copy, or delete it and run the command again (what it recorded is redone)"
         ) from None
+
+
+def read_yaml(path: str | os.PathLike, what: str = "config file") -> Any:
+    """The YAML content of ``path`` (None when empty). A file that is not YAML is one :class:`ConfigError` line
+    naming it: a syntax error with its line and column, or bytes that are not text (UTF-8, or UTF-16 with its
+    byte-order mark)."""
+    path = Path(path)
+    try:
+        return yaml.safe_load(path.read_bytes())
+    except yaml.reader.ReaderError as e:
+        byte = f"0x{e.character:02x}" if isinstance(e.character, int) else repr(e.character)
+        raise ConfigError(
+            f"{what} {path} is not text: byte {byte} at position {e.position} is not UTF-8 ({e.reason}); "
+            f"save it as UTF-8"
+        ) from None
+    except yaml.MarkedYAMLError as e:  # a syntax error: what, and where
+        where = f" at line {e.problem_mark.line + 1}, column {e.problem_mark.column + 1}" if e.problem_mark else ""
+        what_failed = f"{e.context}: " if e.context else ""
+        raise ConfigError(f"{what} {path} is not valid YAML: {what_failed}{e.problem}{where}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{what} {path} is not valid YAML: {' '.join(str(e).split())}") from None

@@ -44,4 +44,7 @@ def resolve_config_path(name: str | None) -> Path | None:
         candidate = folder / (name if name.endswith(".yaml") else f"{name}.yaml")
         if candidate.is_file():
             return candidate
+    if Path(name).exists():  # a folder, a device: there, but not a YAML file
+        kind = "a folder" if Path(name).is_dir() else "not a regular file"
+        raise ConfigError(f"config {name} is {kind}; pass a YAML file, or a preset name (`probcl list presets`)")
     raise ConfigError(f"config {name} not found (neither a file nor a preset); presets: {', '.join(list_presets())}")

@@ -10,6 +10,7 @@ validated by the same code. :mod:`probcl.config` holds probcl's own schema on to
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Iterable, Mapping
@@ -30,12 +31,14 @@ def _number(value: float | None) -> str:
 
 @dataclass(frozen=True)
 class Bound:
-    """A numeric range a config field must lie in; ``None`` values (unset options) always pass."""
+    """A numeric range a config field must lie in; ``None`` values (unset options) always pass. Infinity lies in
+    no range unless ``infinite_ok`` (a vMF concentration's ``.inf``: the deterministic limit)."""
 
     low: float | None = None
     high: float | None = None
     low_open: bool = False
     high_open: bool = False
+    infinite_ok: bool = False
 
     def describe(self) -> str:
         """The range as the error message states it: ``> 0``, ``>= 1`` or ``in [0, 1)``."""
@@ -54,9 +57,12 @@ class Bound:
         too_high = self.high is not None and (value >= self.high if self.high_open else value > self.high)
         if too_low or too_high:
             raise ConfigError(f"{key} must be {self.describe()}, got {value}")
+        if math.isinf(value) and not self.infinite_ok:
+            raise ConfigError(f"{key} must be a finite number {self.describe()}, got {value}")
 
 
 Positive = Bound(0.0, low_open=True)
+PositiveOrInfinite = Bound(0.0, low_open=True, infinite_ok=True)
 NonNegative = Bound(0.0)
 Probability = Bound(0.0, 1.0)
 
@@ -179,9 +185,12 @@ def _convert(value: Any, tp: Any, key: str) -> Any:
         if isinstance(value, bool):
             raise ConfigError(f"{key} must be a number, got {value!r}")
         try:
-            return float(value)
+            number = float(value)
         except (TypeError, ValueError):
             raise ConfigError(f"{key} must be a number, got {value!r}") from None
+        if math.isnan(number):  # every range check would pass it (nan < 0 is false), and the run would fail later
+            raise ConfigError(f"{key} must be a number, got {value!r} (not a number)")
+        return number
     if tp is str:
         if not isinstance(value, (str, int, float)):
             raise ConfigError(f"{key} must be a string, got {value!r}")

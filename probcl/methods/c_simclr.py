@@ -15,7 +15,7 @@ from typing import Annotated
 import torch
 import torch.nn.functional as F
 
-from probcl.config import NonNegative, Positive
+from probcl.config import NonNegative, Positive, PositiveOrInfinite
 from probcl.losses.ceb import Candidates, c_simclr_loss, check_c_simclr_args
 from probcl.methods.base import METHODS, SSLMethod, StepOutput
 from probcl.methods.capabilities import StochasticEncoder
@@ -23,7 +23,7 @@ from probcl.methods.capabilities import StochasticEncoder
 
 @dataclass
 class CSimCLRParams:
-    kappa_e: Annotated[float, Positive] = (
+    kappa_e: Annotated[float, PositiveOrInfinite] = (
         1024.0  # concentration of the forward encoder e(z|x); .inf = SimCLR limit (beta = 0 only)
     )
     kappa_b: Annotated[float, Positive] = (

@@ -95,6 +95,7 @@ def data(tmp_path_factory, trained_run) -> Path:
     (root / "weights.txt").write_text("weights?")
     (root / "bad.yaml").write_text("train: [unclosed\n")
     (root / "list.yaml").write_text("- a\n- b\n")
+    (root / "latin1.yaml").write_bytes("# caf\xe9\ntrain: {}\n".encode("latin-1"))
     (root / "bench.yaml").write_text("nonsense_key: 1\n")
     return root
 
@@ -152,7 +153,22 @@ CASES = {
         ["pretrain", "--config", "{tmp}/missing.yaml"],
         r"missing\.yaml not found \(neither a file nor a preset\)",
     ),
-    "invalid yaml": (["pretrain", "--config", "{data}/bad.yaml"], r"not valid YAML"),
+    "invalid yaml": (
+        ["pretrain", "--config", "{data}/bad.yaml"],
+        r"bad\.yaml is not valid YAML: while parsing a flow sequence: expected ',' or '\]', .* at line 2, column 1",
+    ),
+    "config not utf-8": (
+        ["pretrain", "--config", "{data}/latin1.yaml"],
+        r"latin1\.yaml is not text: byte 0xe9 at position 5 is not UTF-8 .*; save it as UTF-8",
+    ),
+    "benchmark config not utf-8": (
+        ["benchmark", "--config", "{data}/latin1.yaml", "--out", "{tmp}/bench"],
+        r"latin1\.yaml is not text: byte 0xe9",
+    ),
+    "config a folder": (["pretrain", "--config", "{data}"], r"config .* is a folder; pass a YAML file"),
+    "nan lr": (PRETRAIN + ["--optim.lr", "nan"], r"optim\.lr must be a number, got 'nan' \(not a number\)"),
+    "nan warmup": (PRETRAIN + ["--optim.warmup_epochs", ".nan"], r"optim\.warmup_epochs must be a number, got nan"),
+    "infinite lr": (PRETRAIN + ["--optim.lr", ".inf"], r"optim\.lr must be a finite number > 0, got inf"),
     "yaml list": (["pretrain", "--config", "{data}/list.yaml"], r"config must be a mapping"),
     "resume without checkpoint": (PRETRAIN + ["--resume"], r"--resume given but .* does not exist"),
     # --- pretrain: run dir and init
@@ -243,6 +259,7 @@ CASES = {
     "sample zero samples": (["sample", "{run}", "--num", "0"], r"--num must be >= 1, got 0"),
     "sample negative steps": (["sample", "{run}", "--steps", "-1"], r"--steps must be >= 0, got -1"),
     "sample zero reference": (["sample", "{run}", "--reference", "0"], r"--reference must be >= 1, got 0"),
+    "sample nan step size": (["sample", "{run}", "--step-size", "nan"], r"--step-size must be a number, got nan"),
     "sample negative step size": (["sample", "{run}", "--step-size", "-0.1"], r"--step-size must be >= 0, got -0\.1"),
     "sample negative seed": (["sample", "{run}", "--seed", "-1"], r"--seed must be in \[0, 4294967295\], got -1"),
     "export missing run": (["export", "{tmp}/nowhere"], r"run directory .* does not exist"),

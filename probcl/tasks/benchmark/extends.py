@@ -29,9 +29,8 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from probcl.config import ConfigError
+from probcl.core.io import read_yaml
 
 EXTENDS_KEYS = {"config", "methods", "claims"}
 
@@ -48,10 +47,7 @@ def preset_path(name: str, base_dir: Path) -> Path:
 
 def read_tree(path: Path, what: str = "config") -> dict:
     """A YAML file's mapping (empty for an empty file); one ConfigError line when it is not valid YAML."""
-    try:
-        tree = yaml.safe_load(Path(path).read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{what} {path} is not valid YAML: {e}") from None
+    tree = read_yaml(path, what) or {}
     if not isinstance(tree, dict):
         raise ConfigError(f"{what} {path} must be a mapping of keys, got {type(tree).__name__}")
     return tree
