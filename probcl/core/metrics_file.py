@@ -1,23 +1,37 @@
-"""Reading a run's ``metrics.jsonl`` (torch-free; :mod:`probcl.runs.metrics_log` writes it)."""
+"""A run's ``metrics.jsonl``: one row's text, and reading the rows (torch-free; :mod:`probcl.runs.metrics_log`
+writes it).
+
+Each line is strict JSON: a value that is not a finite number (a diverged loss) is written ``null``, which any
+JSON reader (jq, JavaScript, pandas) accepts, and read back here as ``nan``.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from probcl.core.layout import RunPaths
 
 
+def row_line(row: dict) -> str:
+    """One metrics row as its line of strict JSON (newline included); non-finite numbers become ``null``."""
+    finite = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in row.items()}
+    return json.dumps(finite, allow_nan=False) + "\n"
+
+
 def read_rows(path: Path) -> list[dict]:
-    """The rows of a metrics.jsonl file; a torn last line (a kill mid-write) is ignored."""
+    """The rows of a metrics.jsonl file (``null`` read as ``nan``; ``NaN``/``Infinity``, as runs before strict
+    JSON wrote them, read as they were); a torn last line (a kill mid-write) is ignored."""
     if not path.exists():
         return []
     rows = []
     for line in path.read_text().splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
             continue
+        rows.append({k: math.nan if v is None else v for k, v in row.items()})
     return rows
 
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from probcl.data.info import DataInfo
-    from probcl.methods.base import METHODS, SSLMethod, StepOutput, TrainingDivergedError
+    from probcl.errors import TrainingDivergedError
+    from probcl.methods.base import METHODS, SSLMethod, StepOutput
 
 __all__ = ["METHODS", "DataInfo", "SSLMethod", "StepOutput", "TrainingDivergedError"]
 
@@ -21,6 +22,10 @@ def __getattr__(name: str) -> Any:
     """A name of ``probcl.methods.base``, after importing every method module (PEP 562)."""
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name == "TrainingDivergedError":  # probcl.errors' class, also named here for the methods' users
+        from probcl.errors import TrainingDivergedError
+
+        return TrainingDivergedError
     from probcl.core.discovery import import_submodules
     from probcl.methods import base
 

@@ -29,9 +29,9 @@ from probcl.config import INFERENCE_BATCH_SIZE, Config, from_dict
 from probcl.core.registry import Registry
 from probcl.data.augment import Normalizer, ViewGenerator, resolve_view_params
 from probcl.data.info import DataInfo
-from probcl.errors import ConfigError, TrainingDivergedError
+from probcl.errors import ConfigError
 from probcl.methods.capabilities import missing_capability
-from probcl.methods.divergence import DivergenceWatch
+from probcl.methods.divergence import DivergenceWatch, diverged
 from probcl.methods.optim import build_optimizer, build_scheduler
 from probcl.models.backbones import backbone_features, build_backbone, memory_format_for
 from probcl.models.ema import ema_update_
@@ -260,10 +260,8 @@ class SSLMethod(Inference, pl.LightningModule, Generic[P]):
         bad = self.divergence.first_bad()
         if bad is not None:
             step, value = bad
-            raise TrainingDivergedError(
-                f"{self.cfg.method}: the loss became {value} at step {step}. "
-                f"Likely fix: {self.divergence_hint}. The last good checkpoint is kept in "
-                f"{self.cfg.run_dir}/checkpoints/."
+            raise diverged(
+                self.cfg.run_dir, f"{self.cfg.method}: the loss became {value} at step {step}", self.divergence_hint
             )
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:

@@ -1,8 +1,25 @@
-"""Watching the training loss for non-finite values without reading it back from the device every step."""
+"""Watching the training loss for non-finite values without reading it back from the device every step, and
+the error a diverged run stops with."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
+
+from probcl.core.layout import RunPaths
+from probcl.errors import TrainingDivergedError
+
+
+def diverged(run_dir: str | Path, what: str, fix: str) -> TrainingDivergedError:
+    """The error for a run whose training diverged: ``what`` happened, the likely ``fix``, and where the run's last
+    good state is (its checkpoint folder, or that it diverged before its first checkpoint)."""
+    last = RunPaths(Path(run_dir)).last
+    if last.exists():
+        kept = f"The last good checkpoint is kept in {last.parent}/."
+    else:
+        kept = "It diverged before its first checkpoint, so there is nothing to resume: start it again with the fix."
+    return TrainingDivergedError(f"{what}. Likely fix: {fix}. {kept}")
 
 
 class DivergenceWatch:

@@ -16,8 +16,9 @@ import torch
 
 from probcl.config import AtLeast, ConfigError, NonNegative, Positive, Probability
 from probcl.losses.ebclr import ebclr_loss, energy
-from probcl.methods.base import METHODS, SSLMethod, StepOutput, TrainingDivergedError
+from probcl.methods.base import METHODS, SSLMethod, StepOutput
 from probcl.methods.capabilities import EnergyModel
+from probcl.methods.divergence import diverged
 from probcl.runtime.distributed import gather_with_grad, world_size
 from probcl.samplers.sgld import MSGLDConfig, MultiStageSGLD, ProposalFn, ReplayBuffer
 
@@ -160,10 +161,7 @@ class EBCLR(EnergyModel, SSLMethod[EBCLRParams]):
             )
 
     def _diverged(self, what: str, fix: str) -> None:
-        raise TrainingDivergedError(
-            f"ebclr diverged at step {self.global_step}: {what}. Likely fix: {fix}. "
-            f"The last good checkpoint is kept in {self.cfg.run_dir}/checkpoints/."
-        )
+        raise diverged(self.cfg.run_dir, f"ebclr diverged at step {self.global_step}: {what}", fix)
 
     # ----------------------------------------------------------------- replay buffer in checkpoints
     def on_save_checkpoint(self, checkpoint: dict) -> None:

@@ -14,7 +14,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.loggers import Logger
 
 from probcl.core.io import atomic_write_text, write_error
-from probcl.core.metrics_file import read_rows
+from probcl.core.metrics_file import read_rows, row_line
 from probcl.errors import RunError
 
 
@@ -42,7 +42,7 @@ class JsonlLogger(Logger):
 
     @rank_zero_only
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        line = (json.dumps({"step": step, **{k: float(v) for k, v in metrics.items()}}) + "\n").encode()
+        line = row_line({"step": step, **{k: float(v) for k, v in metrics.items()}}).encode()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
@@ -67,7 +67,7 @@ class JsonlLogger(Logger):
         rows = read_rows(self.path)
         kept = [row for row in rows if row["step"] < step]
         if len(kept) != len(rows):
-            atomic_write_text(self.path, "".join(json.dumps(row) + "\n" for row in kept))
+            atomic_write_text(self.path, "".join(row_line(row) for row in kept))
 
     @rank_zero_only
     def finalize(self, status: str) -> None:

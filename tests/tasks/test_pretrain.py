@@ -103,9 +103,26 @@ def test_non_finite_loss_stops_with_message_and_keeps_checkpoint(tiny_config, mo
 
     real = simclr.simclr_loss
     monkeypatch.setattr(simclr, "simclr_loss", lambda *a, **k: real(*a, **k) * float("nan"))
-    with pytest.raises(TrainingDivergedError, match="loss became nan"):
+    with pytest.raises(TrainingDivergedError, match="loss became nan.*The last good checkpoint is kept in"):
         pretrain(tiny_config(run_name="nan", **{"train.epochs": 2}))
     assert RunPaths(cfg.run_dir).last.read_bytes() == before
+    rows = RunPaths(cfg.run_dir).metrics.read_text().splitlines()
+    assert "NaN" not in "".join(rows) and all(json.loads(row, parse_constant=_strict) for row in rows)
+
+
+def _strict(constant: str):
+    raise ValueError(f"{constant} is not JSON")  # what jq or a browser's JSON.parse say of NaN / Infinity
+
+
+def test_a_run_that_diverges_before_its_first_checkpoint_says_there_is_none(tiny_config, monkeypatch):
+    from probcl.methods import simclr
+
+    real = simclr.simclr_loss
+    monkeypatch.setattr(simclr, "simclr_loss", lambda *a, **k: real(*a, **k) * float("inf"))
+    cfg = tiny_config(run_name="inf-first")
+    with pytest.raises(TrainingDivergedError, match="loss became inf.*before its first checkpoint") as error:
+        pretrain(cfg)
+    assert "kept in" not in str(error.value) and not RunPaths(cfg.run_dir).last.exists()
 
 
 def test_export_loads_into_torchvision_resnet(tiny_config, tmp_path):
