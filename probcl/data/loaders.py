@@ -68,10 +68,7 @@ def load_dataset(
             raise UnknownNameError(unknown_dataset_message(spec, DATASETS.names()))
         loader = DATASETS.get(spec)
         if split == "all":
-            parts = [loader(s, root=root, download=download) for s in ("train", "test")]
-            known = [y for y in (p.labels() for p in parts) if y is not None]
-            labels = torch.cat(known) if len(known) == len(parts) else None
-            data = TensorImages(torch.cat([p.images for p in parts]), labels, spec, parts[0].num_classes)
+            data = TensorImages.concatenate([loader(s, root=root, download=download) for s in ("train", "test")], spec)
         else:
             data = loader(split, root=root, download=download)
     return conform(data, channels, image_size)

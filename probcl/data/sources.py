@@ -107,6 +107,21 @@ class TensorImages(ImageSource):
     def labels(self) -> torch.Tensor | None:
         return self._labels
 
+    @staticmethod
+    def concatenate(parts: Sequence[TensorImages], name: str) -> TensorImages:
+        """The images of ``parts`` one after the other (a dataset's split ``all``: its train, then its test images);
+        labels when every part has them; parts of other image shapes are one DatasetError naming both."""
+        shapes = {tuple(part.images.shape[1:]) for part in parts}
+        if len(shapes) > 1:
+            raise DatasetError(
+                f"{name}: its splits hold images of different shapes ({' and '.join(map(str, sorted(shapes)))}, "
+                f"as (C, H, W)); save them at one size"
+            )
+        known = [labels for part in parts if (labels := part.labels()) is not None]
+        joined = torch.cat(known) if len(known) == len(parts) else None
+        classes = [part.num_classes for part in parts if part.num_classes is not None]
+        return TensorImages(torch.cat([part.images for part in parts]), joined, name, max(classes, default=None))
+
     def subset(self, indices: torch.Tensor | Sequence[int]) -> TensorImages:
         indices = torch.as_tensor(indices, dtype=torch.long)
         labels = None if self._labels is None else self._labels[indices]

@@ -64,6 +64,9 @@ def data(tmp_path_factory, trained_run) -> Path:
     np.savez(npz / "not-square.npz", x=rng.integers(0, 255, (40, 8, 6), dtype=np.uint8))
     np.savez(npz / "label-count.npz", x=x, y=np.zeros(39, dtype=np.int64))
     (npz / "garbage.npz").write_bytes(b"PK not really a zip")
+    (npz / "text.npz").write_text("x = 1, 2, 3\n")
+    np.savez(npz / "objects.npz", x=np.array([x[0], "label"], dtype=object))
+    np.savez(npz / "no-images.npz", x=np.zeros((0, 8, 8), dtype=np.uint8))
     (root / "corrupt.ckpt").write_bytes(b"not a checkpoint")
     meta = torch.load(trained_run / "checkpoints" / "last.ckpt", weights_only=False)
     other = {
@@ -198,7 +201,10 @@ CASES = {
     "npz five channels": (PRETRAIN + ["--dataset", "npz:{data}/npz/five-channels.npz"], r"expected \(N, H, W\)"),
     "npz not square": (PRETRAIN + ["--dataset", "npz:{data}/npz/not-square.npz"], r"only square images"),
     "npz label count": (PRETRAIN + ["--dataset", "npz:{data}/npz/label-count.npz"], r"'y' has shape \(39,\)"),
-    "npz garbage": (PRETRAIN + ["--dataset", "npz:{data}/npz/garbage.npz"], r"cannot read .* as \.npz"),
+    "npz garbage": (PRETRAIN + ["--dataset", "npz:{data}/npz/garbage.npz"], r"not an \.npz file \(not a zip archive"),
+    "npz text": (PRETRAIN + ["--dataset", "npz:{data}/npz/text.npz"], r"text\.npz is not an \.npz file"),
+    "npz objects": (PRETRAIN + ["--dataset", "npz:{data}/npz/objects.npz"], r"cannot read array 'x' .*plain uint8"),
+    "npz no images": (PRETRAIN + ["--dataset", "npz:{data}/npz/no-images.npz"], r"'x' holds no images"),
     # --- evaluate
     "evaluate missing run": (["evaluate", "{tmp}/nowhere"], r"run directory .* does not exist"),
     "evaluate no checkpoint": (["evaluate", "{data}/empty"], r"has no checkpoint"),

@@ -81,6 +81,29 @@ def test_npz_valid_and_invalid(tmp_path):
         load_dataset(f"npz:{tmp_path / 'missing.npz'}")
 
 
+def test_npz_split_all_is_x_then_x_test(tmp_path):
+    """A file with its own test images: `all` (what `probcl score` reads by default) holds every image of the
+    file, x then x_test, labels with them; `train` and `test` are exactly x and x_test."""
+    rng = np.random.default_rng(1)
+    x, x_test = (rng.integers(0, 256, (n, 6, 6), dtype=np.uint8) for n in (7, 4))
+    y, y_test = np.arange(7) % 3, np.array([4, 0, 1, 2])
+    np.savez(tmp_path / "both.npz", x=x, y=y, x_test=x_test, y_test=y_test)
+    spec = f"npz:{tmp_path / 'both.npz'}"
+    every = load_dataset(spec, "all")
+    assert np.array_equal(every.images[:, 0].numpy(), np.concatenate([x, x_test]))
+    assert np.array_equal(every.labels().numpy(), np.concatenate([y, y_test])) and every.num_classes == 5
+    assert np.array_equal(load_dataset(spec, "test").images[:, 0].numpy(), x_test)
+    assert np.array_equal(load_dataset(spec, "train").images[:, 0].numpy(), x)
+    np.savez(tmp_path / "test-unlabeled.npz", x=x, y=y, x_test=x_test)
+    assert load_dataset(f"npz:{tmp_path / 'test-unlabeled.npz'}", "all").labels() is None
+    np.savez(tmp_path / "sizes.npz", x=x, x_test=rng.integers(0, 256, (4, 5, 5), dtype=np.uint8))
+    with pytest.raises(DatasetError, match=r"splits hold images of different shapes \(\(1, 5, 5\) and \(1, 6, 6\)"):
+        load_dataset(f"npz:{tmp_path / 'sizes.npz'}", "all")
+    np.savez(tmp_path / "float-test.npz", x=x, x_test=x_test.astype(np.float64))
+    with pytest.raises(DatasetError, match="'x_test' has dtype float64"):
+        load_dataset(f"npz:{tmp_path / 'float-test.npz'}", "all")
+
+
 def _write_png(path, value, mode="RGB"):
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.new(mode, (12, 12), value).save(path)
