@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from probcl.errors import ConfigError
 from probcl.eval.knn import topk_accuracy
 
 DEFAULT_L2_GRID = (1e-6, 1e-5, 1e-4, 1e-3)
@@ -183,6 +184,12 @@ def linear_probe(
     generator = torch.Generator().manual_seed(seed)
     perm = torch.randperm(len(train_features), generator=generator)
     n_val = max(num_classes, len(perm) // 10)
+    if len(perm) <= n_val:
+        raise ConfigError(
+            f"the linear probe has {len(perm)} training image(s) for {num_classes} classes: it holds out "
+            f"{n_val} of them to choose its L2 strength and fits on the rest, so it needs more than {n_val}; "
+            f"raise max_train (--max-train)"
+        )
     val_idx, fit_idx = perm[:n_val], perm[n_val:]
     problem = ProbeProblem.of(train_features, train_labels, precondition)
     selection = ProbeProblem.of(train_features[fit_idx], train_labels[fit_idx], precondition, spectrum_of=problem)

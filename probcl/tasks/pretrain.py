@@ -294,7 +294,7 @@ def _trainer(**kwargs: Any) -> pl.Trainer:
     """``pl.Trainer(**kwargs)``, with Lightning's refusals of the hardware settings as ConfigError."""
     try:
         return pl.Trainer(**kwargs)
-    except (MisconfigurationException, ValueError, RuntimeError) as e:
+    except (MisconfigurationException, ValueError, RuntimeError, ImportError) as e:  # ImportError: tpu, no torch_xla
         raise ConfigError(
             f"train settings rejected by Lightning: {e}. Check --accelerator, --devices, --strategy and --precision"
         ) from None
@@ -383,9 +383,6 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
     unreadable = UnreadableFiles(cfg.data.on_unreadable)
     train = _training_set(cfg, unreadable)
     info = data_info_for(cfg, train)
-    if _is_rank_zero():  # a resumed run records the settings it continues with (more epochs, another logger)
-        paths.root.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, paths.config)
     model = method_cls(cfg, info, hp)
     model.use_training_data(train)
     t = cfg.train
@@ -423,7 +420,9 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         print(f"probcl: {precision.line()}", file=sys.stderr)
         print(f"probcl: {deterministic_reason}", file=sys.stderr)
     trainer = _configured_trainer(cfg, paths, loggers, callbacks, precision.precision, len(loader), deterministic)
-    if _is_rank_zero():
+    if _is_rank_zero():  # once Lightning took the settings; a resumed run records those it continues with
+        paths.root.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, paths.config)
         announce(summarize(cfg, train, trainer))
     with warnings.catch_warnings():
         for message in HANDLED_WARNINGS:

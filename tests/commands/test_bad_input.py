@@ -397,3 +397,34 @@ def test_battery_covers_every_sub_command():
     assert commands == {"pretrain", "evaluate", "score", "sample", "export", "benchmark", "list"}
     assert len(CASES) + 2 >= 40
     json.dumps(CASES)  # plain data: the list of cases can be printed in a report
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [
+        (["--train.strategy", "bogus"], r"invalid strategy name"),
+        (["--train.accelerator", "tpu"], r"torch_xla"),  # Lightning raises ImportError for a missing backend
+    ],
+)
+def test_hardware_settings_lightning_refuses_leave_no_run_folder(tmp_path, capsys, setting, expected):
+    """Lightning refuses the setting when the trainer is built: one line, and no run folder holding only the
+    config of a run that never started."""
+    argv = [a.format(tmp=tmp_path) for a in PRETRAIN] + setting
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and re.search(r"train settings rejected by Lightning: .*" + expected, err), err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_linear_probe_on_too_few_training_images_is_one_line(trained_run, capsys):
+    """The probe holds out one image a class (at least) to choose its L2 strength: with fewer training images
+    than that it cannot fit (it raised a float overflow). Computing the features first is fine (their cache
+    lands in the run); eval.json must not change."""
+    before = (trained_run / "eval.json").read_bytes() if (trained_run / "eval.json").exists() else None
+    argv = ["evaluate", str(trained_run), "--suite", "linear", "--max-train", "1", "--no-report"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert re.search(r"the linear probe has 1 training image\(s\) for \d+ classes: .*raise max_train", err), err
+    after = (trained_run / "eval.json").read_bytes() if (trained_run / "eval.json").exists() else None
+    assert after == before
