@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import yaml
 
 from probcl.config import ALIASES, Config, parse_overrides, to_plain
+from probcl.core.io import read_yaml
 from probcl.core.presets import resolve_config_path
+from probcl.errors import ConfigError
 
 NAME = "pretrain"
 HELP = "pretrain an encoder (resumes from last.ckpt when the run directory has one)"
@@ -71,11 +74,34 @@ def resolved_yaml(cfg: Config) -> str:
     return note + yaml.safe_dump(tree, sort_keys=False)
 
 
+def _with_method_switch_hint(error: ConfigError, path: Path | None, overrides: dict) -> ConfigError:
+    """``error``, with how to fix it when it is about method_args that the config file wrote for another method
+    than the ``--method`` given (the file's keys cannot be removed one by one on the command line)."""
+    if path is None or "method" not in overrides or "method_args." not in str(error):
+        return error
+    tree = read_yaml(path)
+    written_for = tree.get("method") if isinstance(tree, dict) else None
+    if not isinstance(tree, dict) or not tree.get("method_args") or written_for == overrides["method"]:
+        return error
+    return ConfigError(
+        f"{error}. {path}'s method_args are {written_for}'s: with --method {overrides['method']}, drop them with "
+        f"--method_args {{}} (then set {overrides['method']}'s own as --method_args.KEY VALUE)"
+    )
+
+
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    path, overrides = resolve_config_path(args.config), parse_overrides(extra)
+    try:
+        return _run(args, path, overrides)
+    except ConfigError as e:
+        raise _with_method_switch_hint(e, path, overrides) from None
+
+
+def _run(args: argparse.Namespace, path: Path | None, overrides: dict) -> int:
     from probcl.config import load_config
 
     # the config is checked before the training stack is imported: a typo fails in a fraction of a second
-    cfg = load_config(resolve_config_path(args.config), parse_overrides(extra))
+    cfg = load_config(path, overrides)
     from probcl.tasks.pretrain import pretrain
 
     if args.print_config:

@@ -256,31 +256,45 @@ DAMAGED = (
 )
 
 
-def _check_checkpoint(path: Path) -> None:
-    """Refuse to resume from a checkpoint that cannot be read (cut short, garbled) with one RunError."""
+def _checkpoint_config(path: Path) -> dict | None:
+    """The config a checkpoint was trained with (None when it records none); a checkpoint that cannot be read
+    (cut short, garbled) is one RunError, refusing the resume."""
     try:  # mmap: the tensors are not read; a cut-short or garbled archive still fails here
-        torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
     except Exception as e:  # noqa: BLE001 - any unpickling failure means the same thing here
         problem = str(e).splitlines()[0].split(". ")[0].rstrip(".")
         raise RunError(f"cannot resume from {path}: {problem}. {DAMAGED}") from None
+    saved = checkpoint.get("hyper_parameters", {}).get("config") if isinstance(checkpoint, dict) else None
+    return saved if isinstance(saved, dict) else None
 
 
-def _check_resume_config(paths: RunPaths, cfg: Config) -> None:
+def _check_resume_config(paths: RunPaths, cfg: Config, in_checkpoint: dict | None) -> None:
     """Refuse to resume a run whose saved recipe differs from the requested one (epochs may grow; locations,
-    hardware, logging and checkpoint frequency may change: :func:`probcl.config.recipe`); a damaged saved
-    config is one RunError."""
-    try:
-        tree = yaml.safe_load(paths.config.read_text())
-    except (yaml.YAMLError, OSError, ValueError) as e:
-        raise RunError(f"cannot read {paths.config} to resume: {' '.join(str(e).split())}. {DAMAGED}") from None
-    if not isinstance(tree, dict):
-        raise RunError(f"cannot read {paths.config} to resume: it holds no config mapping. {DAMAGED}")
-    saved, new = from_dict(Config, tree).to_dict(), cfg.to_dict()
+    hardware, logging and checkpoint frequency may change: :func:`probcl.config.recipe`): the one in config.yaml
+    (a damaged one is one RunError), then the one in the checkpoint itself (config.yaml edited by hand)."""
+    if paths.config.exists():
+        try:
+            tree = yaml.safe_load(paths.config.read_text())
+        except (yaml.YAMLError, OSError, ValueError) as e:
+            raise RunError(f"cannot read {paths.config} to resume: {' '.join(str(e).split())}. {DAMAGED}") from None
+        if not isinstance(tree, dict):
+            raise RunError(f"cannot read {paths.config} to resume: it holds no config mapping. {DAMAGED}")
+        _refuse_recipe_changes(from_dict(Config, tree), cfg, str(paths.root))
+    if in_checkpoint is not None:
+        try:
+            recorded = from_dict(Config, in_checkpoint)
+        except ConfigError:
+            return  # a checkpoint of an older probcl whose keys changed since: config.yaml's check stands
+        _refuse_recipe_changes(recorded, cfg, f"{paths.last}, whose saved config was changed by hand,")
+
+
+def _refuse_recipe_changes(saved_config: Config, cfg: Config, holder: str) -> None:
+    saved, new = saved_config.to_dict(), cfg.to_dict()
     saved["train"]["epochs"] = new["train"]["epochs"]
     changes = recipe_changes(saved, new)
     if changes:
         raise ConfigError(
-            f"{paths.root} holds a run trained with other settings: {'; '.join(changes)}. "
+            f"{holder} holds a run trained with other settings: {'; '.join(changes)}. "
             f"Resume with the saved settings, use a new --run-dir, or --no-resume to start over in this one."
         )
 
@@ -441,9 +455,7 @@ def _checkpoint_to_resume(cfg: Config, paths: RunPaths, resume: bool | None) -> 
     if resume and ckpt_path is None:
         raise ConfigError(f"--resume given but {paths.last} does not exist")
     if ckpt_path is not None:
-        _check_checkpoint(ckpt_path)
-        if paths.config.exists():
-            _check_resume_config(paths, cfg)
+        _check_resume_config(paths, cfg, _checkpoint_config(ckpt_path))
     return ckpt_path
 
 

@@ -144,6 +144,11 @@ CASES = {
     "bad bool": (PRETRAIN + ["--train.progress_bar", "maybe"], r"must be true or false"),
     "bad crop scale": (PRETRAIN + ["--augment.crop_scale", "[0.9,0.1]"], r"crop_scale must satisfy"),
     "unknown method": (PRETRAIN + ["--method", "nope"], r"unknown method 'nope'"),
+    "another method than the file's": (
+        PRETRAIN + ["--config", "digits/simclr", "--method", "byol"],
+        r"method_args\.temperature.*/simclr\.yaml's method_args are simclr's: with --method byol, drop them with "
+        r"--method_args \{\}",
+    ),
     "unknown method arg": (PRETRAIN + ["--method_args.nope", "1"], r"unknown config key\(s\) method_args\.nope"),
     "unknown dataset": (PRETRAIN + ["--dataset", "nope"], r"unknown dataset 'nope'"),
     "dataset a bare folder": (PRETRAIN + ["--dataset", "{data}"], r"is a folder: pass --dataset folder:"),
@@ -362,6 +367,31 @@ def test_resume_from_a_damaged_run(trained_run, tmp_path, capsys, damaged, damag
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert re.search(expected + r".*restore it from a copy, or start over with --no-resume", err), err
+    assert _snapshot(run) == before
+
+
+def test_resume_after_config_yaml_was_edited_to_another_method(trained_run, tmp_path, capsys):
+    """config.yaml says byol, the checkpoint holds a simclr run: the checkpoint's own record of its settings
+    refuses the resume in one line (it was a state_dict traceback), and the run is left as it was."""
+    import yaml
+
+    run = tmp_path / "edited"
+    shutil.copytree(trained_run, run)
+    tree = yaml.safe_load((run / "config.yaml").read_text())
+    assert tree["method"] == "simclr"
+    tree["method"], tree["method_args"] = "byol", {}
+    (run / "config.yaml").write_text(yaml.safe_dump(tree))
+    config = tmp_path / "config.yaml"
+    shutil.copyfile(run / "config.yaml", config)
+    before = _snapshot(run)
+    assert main(["pretrain", "--config", str(config), "--run-dir", str(run), "--epochs", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert re.search(
+        r"last\.ckpt, whose saved config was changed by hand, holds a run trained with other "
+        r"settings: .*method.*simclr.*byol",
+        err,
+    ), err
     assert _snapshot(run) == before
 
 
