@@ -8,6 +8,7 @@ Checks that relate two fields stay explicit (``__post_init__`` or ``Config.valid
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -391,9 +392,17 @@ def parse_overrides(tokens: list[str]) -> dict:
         if key not in ALIASES and "-" in key[2:]:
             warn_renamed(key, f"--{dotted}")
         if not value:
-            if i + 1 >= len(tokens):
-                raise ConfigError(f"{key} needs a value")
-            value = tokens[i + 1]
+            following = tokens[i + 1] if i + 1 < len(tokens) else None
+            if following is None or following.startswith("--"):
+                keys = {f.name for f in dataclasses.fields(Config)}
+                if dotted.split(".")[0] not in keys:  # a mistyped flag rather than a key without its value
+                    raise ConfigError(
+                        f"unknown option {key}: this command's own flags are in --help, and config keys are given as "
+                        f"--section.key VALUE (sections: {', '.join(sorted(keys))})"
+                    )
+                given = f", but the next argument is the option {following}" if following else ""
+                raise ConfigError(f"{key} needs a value{given}")
+            value = following
             i += 1
         overrides[dotted] = parse_override_value(value)
         i += 1

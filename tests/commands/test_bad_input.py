@@ -156,6 +156,11 @@ CASES = {
     "too many devices": (PRETRAIN + ["--devices", "100000"], r"this machine has \d+ "),
     "bad device ids": (PRETRAIN + ["--devices", "[99999]"], r"ids must be in"),
     "override without value": (PRETRAIN + ["--epochs"], r"--epochs needs a value"),
+    "override followed by an option": (
+        ["pretrain", "--epochs", "--train.seed", "1"],
+        r"--epochs needs a value, but the next argument is the option --train\.seed",
+    ),
+    "mistyped flag": (PRETRAIN + ["--bogus"], r"unknown option --bogus: .* --section\.key VALUE \(sections: augment"),
     "stray argument": (PRETRAIN + ["oops"], r"unexpected argument 'oops'"),
     "missing config": (
         ["pretrain", "--config", "{tmp}/missing.yaml"],
