@@ -5,6 +5,7 @@ Torch-free: these are facts about paths, used by every layer that reads or write
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +100,8 @@ def results_folder(run: str | Path) -> Path:
 
 
 def find_checkpoint(run: str | Path, which: str = "last") -> Path:
-    """The checkpoint file of a run directory (``last`` or ``best``), or ``run`` itself if it is a file."""
+    """The checkpoint file of a run directory (``last`` or ``best``; ``best`` of a run without one is its ``last``,
+    said on stderr), or ``run`` itself if it is a file."""
     run = Path(run)
     weights = exported_weights(run) if run.exists() else None
     if weights is not None:
@@ -113,7 +115,12 @@ def find_checkpoint(run: str | Path, which: str = "last") -> Path:
         raise RunError(f"run directory {run} does not exist; pass the --run-dir of a `probcl pretrain` run")
     paths = RunPaths(run)
     ckpt = paths.best if which == "best" else paths.last
-    if which == "best" and not ckpt.exists():
+    if which == "best" and not ckpt.exists() and paths.last.exists():
+        print(
+            f"probcl: {run} has no best.ckpt (the online kNN monitor chooses one, and this run had none): "
+            f"using last.ckpt",
+            file=sys.stderr,
+        )
         ckpt = paths.last
     if not ckpt.exists():
         raise RunError(f"{run} has no checkpoint ({ckpt} missing); has `probcl pretrain` finished an epoch there?")

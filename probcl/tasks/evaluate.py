@@ -177,9 +177,10 @@ def evaluate(
 
 def suite_list(suites: str | Sequence[str]) -> list[str]:
     """Suite names as a list: a string is one name or several, comma-separated (``"linear,knn"``, ``"all"``)."""
-    if isinstance(suites, str):
-        return [name.strip() for name in suites.split(",") if name.strip()]
-    return list(suites)
+    names = [name.strip() for name in suites.split(",") if name.strip()] if isinstance(suites, str) else list(suites)
+    if not names:
+        raise ConfigError(f"no suite named in {suites!r}; name one or more, comma-separated (`probcl list suites`)")
+    return names
 
 
 class Evaluation(dict[str, dict]):

@@ -254,6 +254,7 @@ CASES = {
         ["evaluate", "{run}", "--inference-batch-size", "0"],
         r"--inference-batch-size must be >= 1, got 0",
     ),
+    "evaluate no suite named": (["evaluate", "{run}", "--suite", " , "], r"no suite named in ' , '; name one or more"),
     "evaluate zero max-train": (["evaluate", "{run}", "--max-train", "0"], r"--max-train must be >= 1, got 0"),
     # --- score, sample, export, benchmark, list
     "score missing run": (["score", "{tmp}/nowhere", "--dataset", "digits"], r"run directory .* does not exist"),
