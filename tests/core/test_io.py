@@ -77,18 +77,3 @@ def test_a_tensor_file_on_a_full_disk_gives_the_disk_error_and_keeps_the_previou
     monkeypatch.undo()
     assert target.read_bytes() == before and torch.load(target)["step"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
-
-
-def test_best_of_a_run_without_one_is_its_last_and_says_so(tmp_path, capsys):
-    """Only a run with the online kNN monitor has best.ckpt: asking another run for it gives its last.ckpt, with a
-    line on stderr (not silently); asking for last says nothing."""
-    from probcl.core.layout import RunPaths, find_checkpoint
-
-    paths = RunPaths(tmp_path / "run")
-    paths.checkpoints.mkdir(parents=True)
-    paths.last.write_bytes(b"")
-    assert find_checkpoint(paths.root, "last") == paths.last and capsys.readouterr().err == ""
-    assert find_checkpoint(paths.root, "best") == paths.last
-    assert "has no best.ckpt" in capsys.readouterr().err
-    paths.best.write_bytes(b"")
-    assert find_checkpoint(paths.root, "best") == paths.best and capsys.readouterr().err == ""
