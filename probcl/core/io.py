@@ -6,6 +6,7 @@ import io
 import json
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -49,6 +50,18 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> None:
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     atomic_write(path, lambda fh: fh.write(buffer.getbuffer()))
+
+
+def torch_load_problem(path: Path, error: Exception) -> str:
+    """Why ``torch.load(path)`` failed, in one short clause for an error line: a file that is not a zip archive
+    (what ``torch.save`` writes) is said to be one; torch's multi-line texts are cut to their cause."""
+    if path.is_file() and not zipfile.is_zipfile(path):
+        return "it is not a file torch.save wrote (not a zip archive): wrong file, or cut short"
+    text = str(error)
+    if "Weights only load failed" in text:  # torch's advice to load with weights_only=False is not ours to give
+        cause = " ".join(text.split("WeightsUnpickler error:", 1)[-1].split(". ")[0].split())
+        return f"it holds Python objects beside tensors ({cause}); save a state_dict (tensors only)"
+    return " ".join(text.splitlines()[0].split()) if text.strip() else type(error).__name__
 
 
 def file_identity(path: Path) -> dict[str, Any]:

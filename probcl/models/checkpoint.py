@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from probcl.config import Config, from_dict
+from probcl.core.io import torch_load_problem
 from probcl.core.layout import find_checkpoint
 from probcl.data.augment import Normalizer
 from probcl.data.info import DataInfo
@@ -82,7 +83,7 @@ def read_checkpoint(run: str | Path, checkpoint: str = "last") -> RunCheckpoint:
     try:
         saved = torch.load(path, map_location="cpu", weights_only=False)
     except Exception as e:  # noqa: BLE001 - any unpickling failure means the same thing here
-        raise RunError(f"cannot read checkpoint {path}: {e}") from None
+        raise RunError(f"cannot read checkpoint {path}: {torch_load_problem(path, e)}") from None
     hyper_parameters = saved.get("hyper_parameters") if isinstance(saved, dict) else None
     if (
         not isinstance(hyper_parameters, dict)

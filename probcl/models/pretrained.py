@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from probcl.config import ConfigError, ModelConfig, from_dict
+from probcl.core.io import torch_load_problem
 from probcl.core.layout import (
     EXPORT_CONFIG,
     EXPORT_FORMAT,
@@ -111,7 +112,7 @@ def pretrained_state(source: PretrainedSource) -> dict[str, torch.Tensor]:
         else:
             state = torch.load(source.path, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - any decoding failure means the same thing here
-        raise ConfigError(f"cannot read weights file {source.path}: {e}") from None
+        raise ConfigError(f"cannot read weights file {source.path}: {torch_load_problem(source.path, e)}") from None
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):

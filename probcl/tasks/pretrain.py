@@ -24,7 +24,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from probcl.config import Config, ConfigError, TrainConfig, from_dict, recipe_changes, save_config
-from probcl.core.io import atomic_torch_save
+from probcl.core.io import atomic_torch_save, torch_load_problem
 from probcl.core.layout import RunPaths
 from probcl.core.process_clock import seconds_since_process_start
 from probcl.core.run_lock import RunLock, move_aside
@@ -262,8 +262,7 @@ def _checkpoint_config(path: Path) -> dict | None:
     try:  # mmap: the tensors are not read; a cut-short or garbled archive still fails here
         checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
     except Exception as e:  # noqa: BLE001 - any unpickling failure means the same thing here
-        problem = str(e).splitlines()[0].split(". ")[0].rstrip(".")
-        raise RunError(f"cannot resume from {path}: {problem}. {DAMAGED}") from None
+        raise RunError(f"cannot resume from {path}: {torch_load_problem(path, e)}. {DAMAGED}") from None
     saved = checkpoint.get("hyper_parameters", {}).get("config") if isinstance(checkpoint, dict) else None
     return saved if isinstance(saved, dict) else None
 

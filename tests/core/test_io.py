@@ -77,3 +77,35 @@ def test_a_tensor_file_on_a_full_disk_gives_the_disk_error_and_keeps_the_previou
     monkeypatch.undo()
     assert target.read_bytes() == before and torch.load(target)["step"] == 1
     assert [p.name for p in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+def test_why_torch_load_failed_is_one_clause(tmp_path):
+    """A text file, a file cut short, and a pickled module (not tensors): each failure of torch.load becomes one
+    line that names the cause and does not pass on torch's advice to load with weights_only=False."""
+    import torch
+
+    from probcl.core.io import torch_load_problem
+
+    text = tmp_path / "readme.txt"
+    text.write_text("not a checkpoint\n")
+    whole = tmp_path / "state.pt"
+    torch.save({"w": torch.zeros(1000)}, whole)
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(whole.read_bytes()[:500])
+    module = tmp_path / "module.pt"
+    torch.save(torch.nn.Linear(2, 2), module)
+    for path in (text, cut):
+        with pytest.raises(Exception) as error:
+            torch.load(path, weights_only=True)
+        assert torch_load_problem(path, error.value) == (
+            "it is not a file torch.save wrote (not a zip archive): wrong file, or cut short"
+        )
+    with pytest.raises(Exception) as error:
+        torch.load(module, weights_only=True)
+    problem = torch_load_problem(module, error.value)
+    assert (
+        problem.startswith("it holds Python objects beside tensors (") and "torch.nn.modules.linear.Linear" in problem
+    )
+    assert (
+        "\n" not in problem and "weights_only" not in problem and problem.endswith("save a state_dict (tensors only)")
+    )
