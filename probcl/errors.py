@@ -33,6 +33,18 @@ class RunError(ProbclError):
     """A run directory or checkpoint that does not exist, cannot be read or is in use."""
 
 
+class StoppedBySignal(RunError):
+    """A run stopped on request (SIGTERM, Ctrl-C) after saving its state; it exits with 128 + the signal's number,
+    as a shell reports a process the signal ended (130 for Ctrl-C, 143 for SIGTERM), so that a job script can
+    tell a stop to resume from a failure."""
+
+    kind = "interrupted"
+
+    def __init__(self, message: str, signal_number: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + signal_number
+
+
 class RunInUseError(RunError):
     """A run directory that another live process (or a process on another host) is writing in."""
 

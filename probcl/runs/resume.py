@@ -30,7 +30,7 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 from probcl.runtime.distributed import rank, world_size
 from probcl.data.sources import ImageSource, TensorImages
-from probcl.errors import RunError
+from probcl.errors import RunError, StoppedBySignal
 from probcl.runs.metrics_log import JsonlLogger
 
 _SEED_STRIDE = 1_000_003  # a prime: (seed, step, rank) -> distinct seeds for any realistic run
@@ -241,10 +241,12 @@ class GracefulStop(Callback):
             signal.signal(signal.SIGINT, self._previous_sigint)
             self._previous_sigint = None
 
-    def stopped(self, step: int) -> RunError:
+    def stopped(self, step: int) -> StoppedBySignal:
         """The error to raise after the stop: where the state is and how to go on."""
-        return RunError(
+        number = signal.SIGINT if self.received == "SIGINT" else signal.SIGTERM
+        return StoppedBySignal(
             f"stopped by {self.received} after step {step}; the run's state is saved in "
             f"{self.checkpoint}. Run the same command again (`probcl pretrain` or `probcl benchmark`) to resume "
-            f"from it (SLURM: `#SBATCH --signal=SIGTERM@90` and requeue the job)."
+            f"from it (SLURM: `#SBATCH --signal=SIGTERM@90` and requeue the job).",
+            number,
         )

@@ -234,8 +234,9 @@ def test_sigterm_and_sigint_checkpoint_the_current_step(tiny_config, references,
 
     cfg = tiny_config("simclr", run_name=f"signal-{signum}", **RUN)
     before = signal.getsignal(signal.SIGINT)  # default_int_handler, or SIG_IGN when started in the background
-    with pytest.raises(RunError, match=f"stopped by {signal.Signals(signum).name} after step 6.*Run the same"):
+    with pytest.raises(RunError, match=f"stopped by {signal.Signals(signum).name} after step 6.*Run the same") as e:
         pretrain(cfg, callbacks=[SignalAt(signum, 5)])  # the batch of step 5 finishes, then the stop
+    assert e.value.exit_code == {signal.SIGINT: 130, signal.SIGTERM: 143}[signum]  # as a shell reports the signal
     assert torch.load(RunPaths(cfg.run_dir).last, weights_only=False)["global_step"] == 6  # not the step-4 one
     assert signal.getsignal(signal.SIGINT) is before  # the stop handler is uninstalled
     pretrain(cfg)
