@@ -370,6 +370,28 @@ def check_devices(t: TrainConfig) -> None:
         raise ConfigError(f"train.devices={t.devices!r}: use a count, a list of ids, -1 or auto")
 
 
+def check_nodes(t: TrainConfig) -> None:
+    """Refuse ``train.num_nodes`` > 1 where nothing tells the processes where the other machines are: no cluster
+    environment Lightning detects (torchrun, SLURM, LSF, MPI) and no ``MASTER_ADDR`` (which Kubeflow and a manual
+    set-up give). Lightning would wait for the missing nodes with no end."""
+    if t.num_nodes == 1 or os.environ.get("MASTER_ADDR"):
+        return
+    from lightning.fabric.plugins.environments import (
+        LSFEnvironment,
+        MPIEnvironment,
+        SLURMEnvironment,
+        TorchElasticEnvironment,
+    )
+
+    clusters = (TorchElasticEnvironment, SLURMEnvironment, LSFEnvironment, MPIEnvironment)
+    if not any(cluster.detect() for cluster in clusters):
+        raise ConfigError(
+            f"train.num_nodes={t.num_nodes}, but nothing says where the other machines are: start the command on "
+            f"every node under torchrun (--nnodes, --node-rank, --master-addr) or SLURM's srun, or set MASTER_ADDR, "
+            f"MASTER_PORT and NODE_RANK on each (docs/how-to/distributed.md); on one machine use --num-nodes 1"
+        )
+
+
 def pretrain(cfg: Config, resume: bool | None = None, callbacks: Sequence[Callback] = ()) -> Path:
     """Train ``cfg.method``; resumes from ``last.ckpt`` when it exists (unless ``resume=False``).
 
@@ -379,6 +401,7 @@ def pretrain(cfg: Config, resume: bool | None = None, callbacks: Sequence[Callba
     cfg = METHODS.get(cfg.method).prepare_config(cfg)
     paths = RunPaths(Path(cfg.run_dir))
     check_devices(cfg.train)
+    check_nodes(cfg.train)
     check_loggers(cfg.train.loggers)
     with RunLock(paths.root, "pretrain") if _is_rank_zero() else nullcontext():
         if resume is False and _is_rank_zero():

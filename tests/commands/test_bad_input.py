@@ -464,3 +464,16 @@ def test_a_linear_probe_on_too_few_training_images_is_one_line(trained_run, caps
     assert re.search(r"the linear probe has 1 training image\(s\) for \d+ classes: .*raise max_train", err), err
     after = (trained_run / "eval.json").read_bytes() if (trained_run / "eval.json").exists() else None
     assert after == before
+
+
+def test_several_nodes_with_nothing_saying_where_the_others_are(tmp_path, capsys, monkeypatch):
+    """--num-nodes 2 outside torchrun/SLURM/LSF/MPI and without MASTER_ADDR waited for the missing node forever;
+    it is one line before any work. (The variables are cleared: a DDP test in this process may have set them.)"""
+    for name in list(os.environ):
+        if name.startswith(("MASTER_", "SLURM_", "LSB_", "OMPI_", "TORCHELASTIC_")) or name in ("WORLD_SIZE", "RANK"):
+            monkeypatch.delenv(name)
+    argv = [a.format(tmp=tmp_path) for a in PRETRAIN] + ["--train.num_nodes", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert re.search(r"train\.num_nodes=2, but nothing says where the other machines are: .*torchrun", err), err
+    assert not (tmp_path / "run").exists()
