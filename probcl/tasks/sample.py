@@ -144,6 +144,8 @@ def sample_run(
 ) -> tuple[Path, DrawnSamples]:
     """Load a run, draw samples with ``options`` from the energy defined by views of ``dataset`` (default: the
     run's training data) and save the grid to ``out`` (default: RUN/plots/samples.png)."""
+    if ncols is not None and ncols < 1:
+        raise ConfigError(f"--ncols must be >= 1, got {ncols}")
     o = options or SampleOptions()
     model = load_run(run, checkpoint, device)
     info = model.data_info

@@ -277,6 +277,7 @@ CASES = {
     "sample negative steps": (["sample", "{run}", "--steps", "-1"], r"--steps must be >= 0, got -1"),
     "sample zero reference": (["sample", "{run}", "--reference", "0"], r"--reference must be >= 1, got 0"),
     "sample nan step size": (["sample", "{run}", "--step-size", "nan"], r"--step-size must be a number, got nan"),
+    "sample zero columns": (["sample", "{run}", "--ncols", "0"], r"--ncols must be >= 1, got 0"),
     "sample negative step size": (["sample", "{run}", "--step-size", "-0.1"], r"--step-size must be >= 0, got -0\.1"),
     "sample negative seed": (["sample", "{run}", "--seed", "-1"], r"--seed must be in \[0, 4294967295\], got -1"),
     "export missing run": (["export", "{tmp}/nowhere"], r"run directory .* does not exist"),
