@@ -125,13 +125,31 @@ def read_json(path: str | os.PathLike, default: Any = None) -> Any:
         ) from None
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (PyYAML keeps the last silently: a config
+    with ``lr`` twice would train with whichever came second)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` merges another mapping; not a key
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: str | os.PathLike, what: str = "config file") -> Any:
     """The YAML content of ``path`` (None when empty). A file that is not YAML is one :class:`ConfigError` line
-    naming it: a syntax error with its line and column, or bytes that are not text (UTF-8, or UTF-16 with its
-    byte-order mark)."""
+    naming it: a syntax error with its line and column, a key given twice, or bytes that are not text (UTF-8, or
+    UTF-16 with its byte-order mark)."""
     path = Path(path)
     try:
-        return yaml.safe_load(path.read_bytes())
+        return yaml.load(path.read_bytes(), Loader=_UniqueKeyLoader)  # a SafeLoader subclass: safe
     except yaml.reader.ReaderError as e:
         byte = f"0x{e.character:02x}" if isinstance(e.character, int) else repr(e.character)
         raise ConfigError(

@@ -98,6 +98,7 @@ def data(tmp_path_factory, trained_run) -> Path:
     (root / "weights.txt").write_text("weights?")
     (root / "bad.yaml").write_text("train: [unclosed\n")
     (root / "list.yaml").write_text("- a\n- b\n")
+    (root / "twice.yaml").write_text("optim:\n  lr: 0.1\n  weight_decay: 0\n  lr: 0.2\n")
     (root / "latin1.yaml").write_bytes("# caf\xe9\ntrain: {}\n".encode("latin-1"))
     (root / "bench.yaml").write_text("nonsense_key: 1\n")
     return root
@@ -177,6 +178,10 @@ CASES = {
     "benchmark config not utf-8": (
         ["benchmark", "--config", "{data}/latin1.yaml", "--out", "{tmp}/bench"],
         r"latin1\.yaml is not text: byte 0xe9",
+    ),
+    "config key twice": (
+        ["pretrain", "--config", "{data}/twice.yaml"],
+        r"twice\.yaml is not valid YAML: the key 'lr' is given twice in one mapping at line 4, column 3",
     ),
     "config a folder": (["pretrain", "--config", "{data}"], r"config .* is a folder; pass a YAML file"),
     "nan lr": (PRETRAIN + ["--optim.lr", "nan"], r"optim\.lr must be a number, got 'nan' \(not a number\)"),
