@@ -203,14 +203,14 @@ def test_the_fitted_reference_is_cached_per_checkpoint(run, garbage, tmp_path, m
     assert any(r["knn10_raw"] != before[r["id"]] for r in read_rows(tmp_path / "d.csv"))
 
     # A run directory where the cache cannot be written costs speed, not the scores.
-    real_write = score_cache.atomic_write
+    real_save = score_cache.atomic_torch_save
 
-    def failing_cache_write(path, write):
+    def failing_cache_save(path, obj):
         if "score-cache" in str(path):
             raise RunError(f"cannot write {path}: Read-only file system")
-        return real_write(path, write)
+        return real_save(path, obj)
 
-    monkeypatch.setattr(score_cache, "atomic_write", failing_cache_write)
+    monkeypatch.setattr(score_cache, "atomic_torch_save", failing_cache_save)
     unstored = score_dataset(run, f"folder:{garbage}", tmp_path / "e.csv", ScoreOptions(max_calibration=200, seed=6))
     assert "Read-only" in unstored.cache["not_stored"] and unstored.rows == 8 and unstored.flagged == 8
 
