@@ -7,7 +7,7 @@ import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import IO, Any
 
@@ -135,6 +135,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` merges another mapping; not a key
                 continue
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, Hashable):  # `? [a, b]`: the safe loader's own message names it
+                continue
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"the key {key!r} is given twice in one mapping", key_node.start_mark
