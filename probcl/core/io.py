@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import tempfile
@@ -38,18 +37,6 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], object]) 
         if isinstance(e, OSError):
             raise write_error(path, e) from None
         raise
-
-
-def atomic_torch_save(path: str | os.PathLike, obj: Any) -> None:
-    """``torch.save(obj)`` to ``path`` atomically. The bytes are serialised in memory first, then written: torch's
-    zip writer, writing to the file itself, turns a failed write (a full disk) into a RuntimeError that no longer
-    says why, or aborts the process from its destructor; a plain write raises the OSError, which
-    :func:`atomic_write` turns into one line naming the file and the fix."""
-    import torch
-
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    atomic_write(path, lambda fh: fh.write(buffer.getbuffer()))
 
 
 def torch_load_problem(path: Path, error: Exception) -> str:

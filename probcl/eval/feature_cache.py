@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from probcl.core.io import atomic_torch_save
 from probcl.core.layout import results_folder
 from probcl.errors import RunError
+from probcl.runtime.torch_files import atomic_torch_save
 
 FORMAT = 1  # the stored layout: {"key", "features", "labels"}
 

@@ -30,13 +30,14 @@ from torch import nn
 
 import probcl
 from probcl.config import to_plain
-from probcl.core.io import atomic_torch_save, atomic_write, atomic_write_json
+from probcl.core.io import atomic_write, atomic_write_json
 from probcl.core.layout import EXPORT_CONFIG, EXPORT_FORMAT, EXPORT_WEIGHTS, RunPaths
 from probcl.data.augment import Normalizer
 from probcl.errors import ConfigError, RunError
 from probcl.methods.base import SSLMethod
 from probcl.models.pretrained import BACKBONE_FIELDS
 from probcl.runs.loading import load_run
+from probcl.runtime.torch_files import atomic_torch_save
 
 FORMATS = ("safetensors", "onnx", "pt")
 ONNX_FILE = "model.onnx"

@@ -24,7 +24,7 @@ from lightning.pytorch.loggers import Logger
 from lightning.pytorch.utilities.exceptions import MisconfigurationException, SIGTERMException
 
 from probcl.config import Config, ConfigError, TrainConfig, from_dict, recipe_changes, save_config
-from probcl.core.io import atomic_torch_save, torch_load_problem
+from probcl.core.io import torch_load_problem
 from probcl.core.layout import RunPaths
 from probcl.core.process_clock import seconds_since_process_start
 from probcl.core.run_lock import RunLock, move_aside
@@ -41,6 +41,7 @@ from probcl.runs.metrics_log import JsonlLogger
 from probcl.runs.progress_bar import LoggedStepProgressBar
 from probcl.runs.resume import ExactResume, GracefulStop, ResumableLoader
 from probcl.runtime.precision import PrecisionChoice, resolve_precision
+from probcl.runtime.torch_files import atomic_torch_save
 from probcl.tasks.startup import announce, limited_batches, steps_per_epoch, summarize
 
 # Lightning's info lines that a run has no use for: its advertising tips, the device lines that the start-up

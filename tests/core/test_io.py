@@ -7,8 +7,9 @@ import os
 
 import pytest
 
-from probcl.core.io import atomic_torch_save, atomic_write, atomic_write_text
+from probcl.core.io import atomic_write, atomic_write_text
 from probcl.errors import RunError
+from probcl.runtime.torch_files import atomic_torch_save
 
 
 def test_a_write_replaces_the_file_whole(tmp_path):

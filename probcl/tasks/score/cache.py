@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 
-from probcl.core.io import atomic_torch_save
 from probcl.errors import RunError
 from probcl.eval import id_reference
 from probcl.eval.ood_scores import SCORES, calibration, tails
+from probcl.runtime.torch_files import atomic_torch_save
 from probcl.tasks.score.options import ScoreOptions
 
 
