@@ -291,6 +291,10 @@ CASES = {
         r"cannot read checkpoint",
     ),
     "benchmark missing config": (["benchmark", "--config", "{tmp}/none.yaml"], r"none\.yaml not found"),
+    "benchmark given a pretraining config": (
+        ["benchmark", "--config", "digits/simclr", "--out", "{tmp}/bench"],
+        r"simclr\.yaml is a pretraining config \(one `method`\), not a benchmark: train it with `probcl pretrain",
+    ),
     "benchmark bad key": (["benchmark", "--config", "{data}/bench.yaml", "--out", "{tmp}/bench"], r"nonsense_key"),
     "list unknown group": (["list", "nope"], r"invalid choice: 'nope'"),
 }

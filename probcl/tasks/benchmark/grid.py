@@ -110,6 +110,11 @@ def load_benchmark(path: str | Path) -> tuple[BenchmarkConfig, Path]:
     assert resolved is not None  # a name was given
     path = resolved
     tree = resolve_extends(read_tree(path, "benchmark file"), Path(path))  # `extends`: .extends
+    if "method" in tree and "methods" not in tree:  # one method: a pretraining config
+        raise ConfigError(
+            f"{path} is a pretraining config (one `method`), not a benchmark: train it with `probcl pretrain "
+            f"--config {path}`, or name it under `methods:` of a benchmark file (`probcl list presets`)"
+        )
     bench = from_dict(BenchmarkConfig, tree, "benchmark")
     if not bench.methods:
         raise ConfigError(f"{path}: `methods` is empty; give at least one `label: preset` entry")
