@@ -212,4 +212,6 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         print("flagged by: " + ", ".join(f"{name} {count}" for name, count in summary.flagged_by.items()))
     if summary.html is not None:
         print(f"contact sheet -> {summary.html}")
+    for note in summary.notes:
+        print(f"note: {note}")
     return 0

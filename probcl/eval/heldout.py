@@ -22,7 +22,7 @@ from probcl.data.sources import pretraining_indices
 from probcl.errors import ConfigError
 from probcl.eval.calibration import N_BINS, calibration_metrics
 from probcl.eval.context import ModelOnData
-from probcl.eval.knn import knn_classify, topk_accuracy
+from probcl.eval.knn import knn_classify, neighbours_within, topk_accuracy
 from probcl.eval.linear import linear_probe
 from probcl.eval.ood import auroc
 from probcl.eval.outlier import knn_distance
@@ -91,7 +91,8 @@ def heldout_suite(ctx: ModelOnData, options: HeldoutOptions) -> dict:
     fit_f, fit_y = ctx.extract(data.subset(fit), f"{ctx.feature_layer} features: {data.name} train (fit)")
     score_f, score_y = ctx.extract(data.subset(score), f"{ctx.feature_layer} features: {data.name} train (held out)")
     result, probe = linear_probe(fit_f, fit_y, score_f, score_y, ctx.num_classes, seed=ctx.seed)
-    scores, _ = knn_classify(fit_f, fit_y, score_f, ctx.num_classes, options.knn_k, options.temperature)
+    knn_k = neighbours_within(options.knn_k, len(fit_f), "heldout.knn_k", ctx.note)
+    scores, _ = knn_classify(fit_f, fit_y, score_f, ctx.num_classes, knn_k, options.temperature)
     assert scores is not None
     near_ood = (
         {} if options.near_ood is None else {"near_ood_knn10_auroc": _near_ood_auroc(ctx, options, fit_f, score_f)}
@@ -111,7 +112,7 @@ def heldout_suite(ctx: ModelOnData, options: HeldoutOptions) -> dict:
             "probe": "L-BFGS logistic regression",
             "probe_l2": result["protocol"]["l2"],
             "ece": f"max-softmax confidence of the probe, {N_BINS} equal-width bins (the calibration suite's)",
-            "knn": f"k={options.knn_k}, T={options.temperature}, cosine, exp(sim/T) votes",
+            "knn": f"k={knn_k}, T={options.temperature}, cosine, exp(sim/T) votes",
             "near_ood": None if options.near_ood is None else f"{options.near_ood} train split, kNN distance k 10",
         },
     }

@@ -33,6 +33,7 @@ from probcl.config import AtLeast, InRange, Seed, check_bounds
 from probcl.data.sources import ImageSource
 from probcl.errors import ConfigError
 from probcl.eval.features import concat_batches
+from probcl.eval.knn import neighbours_within
 from probcl.eval.ood_scores import SCORES, FitData, ScoreBatch, input_statistics
 from probcl.eval.ood_scores.calibration import COMBINED, Calibration, combination_weights, two_sided
 from probcl.eval.ood_scores.head import LinearHead
@@ -80,6 +81,17 @@ class IdReference:
     def score_names(self) -> list[str]:
         """Every score computed, in column order."""
         return list(self.states)
+
+    @property
+    def notes(self) -> list[str]:
+        """What the user should know about the fitted scores: each kNN distance with more neighbours than the
+        training features fitted on, which used them all."""
+        notes: list[str] = []
+        for name in self.score_names:
+            k = SCORES.get(name).neighbours
+            if k is not None:
+                neighbours_within(k, self.fit_size, name, notes.append)
+        return notes
 
     # ----------------------------------------------------------------- scores
     def model_output_fns(self, ctx: ModelOnData) -> dict[str, Callable[[torch.Tensor], torch.Tensor]]:
@@ -185,6 +197,7 @@ class IdReference:
             + ", ".join(f"{name} {w:.4g}" for name, w in combination_weights(self.combination).items()),
             "calibration": f"held-out ID images: {sizes.get('tails')} for the tail distributions, "
             f"{sizes.get('thresholds')} for the thresholds (split-conformal quantile)",
+            **({"notes": self.notes} if self.notes else {}),
         }
 
     # ----------------------------------------------------------------- persistence
@@ -258,6 +271,8 @@ def fit_reference(
     ``calibration``; also returns their features, labels and scores."""
     o = options or ReferenceOptions()
     reference = IdReference.fit(fit_data(ctx, o.seed, head), o.knn_k, [*extra, *(o.combination or [])])
+    for note in reference.notes:
+        ctx.note(note)
     id_out = reference.collect(ctx, calibration, f"ID calibration: {calibration.name}")
     reference.calibrate(id_out, o.combination, o.tpr, o.seed)
     return reference, id_out

@@ -7,7 +7,21 @@ vote of the k nearest neighbours under Euclidean distance.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+
+
+def neighbours_within(k: int, available: int, what: str, note: Callable[[str], None]) -> int:
+    """The neighbour count a kNN over ``available`` reference items can use: ``k``, or all of them when they are
+    fewer, which ``note`` is then told (``what`` names the setting: ``knn.knn_k``)."""
+    if k <= available:
+        return k
+    note(
+        f"{what}: k={k} is more than the {available} reference images, so all {available} were used as "
+        f"neighbours (set k to at most {available} to name the number used)"
+    )
+    return available
 
 
 def knn_classify(

@@ -24,6 +24,7 @@ from probcl.errors import ConfigError, DatasetError
 from probcl.eval.context import ModelOnData
 from probcl.eval.id_reference import IdReference, ReferenceOptions, fit_reference
 from probcl.eval.inputs import id_test_halves
+from probcl.eval.knn import neighbours_within
 from probcl.eval.linear import LinearProbe
 from probcl.eval.ood_scores.calibration import COMBINED, two_sided
 from probcl.eval.ood_scores.entries import KNN_KS
@@ -351,7 +352,9 @@ def ood_suite(ctx: ModelOnData, options: OodOptions) -> dict:
             accepted = 1.0 - float(reference.flags(decision)[0].float().mean())
     if ctx.foreign is None:  # a run: the TaU paper's kNN on L2-normalized projections of the held-out ID images
         projections = {name: ctx.extract(d, f"projections: {name}", "projection")[0] for name, d in images.items()}
-        knn = projection_knn_scores(projections.pop("id"), projections, o.projection_knn_k)
+        id_projections = projections.pop("id")  # the bank: each ID image's own match is left out, so n - 1 of it
+        k = neighbours_within(o.projection_knn_k, len(id_projections) - 1, "ood.projection_knn_k", ctx.note)
+        knn = projection_knn_scores(id_projections, projections, k)
         for name, values in knn.items():
             scores[name][f"knn{o.projection_knn_k}_projection"] = values
         if ctx.config.model.dropout2d > 0:  # trained with encoder dropout: the TaU paper's MC-dropout

@@ -22,7 +22,7 @@ from probcl.core.deprecation import renamed_keys
 from probcl.core.registry import Registry
 from probcl.errors import ConfigError
 from probcl.eval.context import LINEAR_PROBES, ModelOnData
-from probcl.eval.knn import knn_classify, topk_accuracy
+from probcl.eval.knn import knn_classify, neighbours_within, topk_accuracy
 from probcl.eval.linear import LinearProbe
 from probcl.eval.linear_sgd import SGDProbeOptions
 
@@ -155,8 +155,10 @@ class KnnOptions:
 @SUITES.register("knn", options=KnnOptions, title="kNN")
 def knn_suite(ctx: ModelOnData, options: KnnOptions) -> dict:
     """Weighted kNN (cosine, exp(sim/T) votes) and plain kNN (Euclidean majority), test accuracy (%)."""
-    k, temperature, plain_k = options.knn_k, options.temperature, options.plain_k
+    temperature = options.temperature
     train_f, train_y = ctx.features("train")
+    k = neighbours_within(options.knn_k, len(train_f), "knn.knn_k", ctx.note)
+    plain_k = neighbours_within(options.plain_k, len(train_f), "knn.plain_k", ctx.note)
     test_f, test_y = ctx.features("test")
     scores, predictions = knn_classify(train_f, train_y, test_f, ctx.num_classes, k, temperature, plain_k)
     assert scores is not None and predictions is not None

@@ -33,6 +33,25 @@ def test_knn_distances_for_several_k_match_scikit_learn():
         knn_distances(bank, queries, (0,))
 
 
+def test_a_knn_score_with_more_neighbours_than_fitted_features_uses_them_all_and_says_so():
+    from probcl.eval.ood_scores import SCORES, FitData, ScoreBatch
+
+    g = torch.Generator().manual_seed(0)
+    features, queries = torch.randn(40, 6, generator=g), torch.randn(9, 6, generator=g)
+    reference = IdReference.fit(FitData(features, torch.full((40,), -1), torch.rand(40, 7, generator=g)), knn_k=45)
+    assert reference.notes == [
+        f"{name}: k={k} is more than the 40 reference images, so all 40 were used as neighbours "
+        "(set k to at most 40 to name the number used)"
+        for name, k in (("knn50", 50), ("knn50_raw", 50), ("knn45_raw", 45))
+    ]
+    every = NearestNeighbors(n_neighbors=40).fit(features.numpy()).kneighbors(queries.numpy())[0].mean(1)
+    got = SCORES.get("knn45_raw").score(reference.states["knn45_raw"], ScoreBatch({"features": queries}, {}))
+    np.testing.assert_allclose(got.numpy(), every, rtol=1e-5)
+    assert IdReference.fit(FitData(features, torch.full((40,), -1), torch.rand(40, 7)), knn_k=40).notes == [
+        note for note in reference.notes if not note.startswith("knn45")
+    ]
+
+
 def test_threshold_is_the_split_conformal_order_statistic():
     scores = torch.arange(1, 20, dtype=torch.float32)  # n = 19: rank ceil(20 * 0.95) = 19
     assert threshold_at_tpr(scores.flip(0), 0.95) == 19.0

@@ -112,6 +112,25 @@ def test_suites_end_to_end(runs):
     assert eff["relative_efficiency"]["knn_top1"] in (None, 0.5, 1.0)
 
 
+def test_a_knn_k_beyond_the_training_features_uses_them_all_and_the_evaluation_says_so(runs):
+    def knn(k: int, plain_k: int):
+        options = {"knn": {"knn_k": k, "plain_k": plain_k}}
+        settings = EvaluateSettings(max_train=30, options=options, figures=False)
+        return evaluate_run(runs["simclr0"], ["knn"], settings)
+
+    clamped, explicit = knn(200, 35), knn(30, 30)
+    assert clamped.notes == [
+        f"knn.{name}: k={k} is more than the 30 reference images, so all 30 were used as neighbours "
+        "(set k to at most 30 to name the number used)"
+        for name, k in (("knn_k", 200), ("plain_k", 35))
+    ]
+    assert explicit.notes == []
+    assert clamped["knn"]["protocol"]["weighted"].startswith("k=30,")
+    assert clamped["knn"]["protocol"]["plain"].startswith("k=30,")
+    assert clamped["knn"]["top1"] == explicit["knn"]["top1"]
+    assert clamped["knn"]["plain_top1"] == explicit["knn"]["plain_top1"]
+
+
 def test_ood_scores_are_calibrated_on_one_half_of_the_id_test_set_and_evaluated_on_the_other(runs):
     options = {"ood": {"datasets": ["inverted"], "mc_passes": 2}}
     result = evaluate_run(runs["simclr0"], ["ood"], EvaluateSettings(max_train=MAX_TRAIN, options=options))["ood"]

@@ -406,3 +406,17 @@ def test_score_takes_the_ood_suites_options_with_evaluates_syntax(run, tmp_path,
         "probcl score takes the ood suite's options ood.combination, ood.knn_k; got ood.datasets"
         in capsys.readouterr().err
     )
+
+
+def test_a_knn_k_beyond_the_fitted_training_features_uses_them_all_and_says_so(run, garbage, tmp_path, capsys):
+    out = tmp_path / "few.csv"
+    args = ["score", str(run), "--dataset", f"folder:{garbage}", "--out", str(out), "--max-train", "30"]
+    assert main([*args, "--max-calibration", "100", "--knn-k", "40"]) == 0
+    printed = capsys.readouterr().out
+    for name, k in (("knn40_raw", 40), ("knn50", 50), ("knn50_raw", 50)):
+        assert f"note: {name}: k={k} is more than the 30 reference images, so all 30 were used" in printed
+    assert "note: knn10" not in printed
+    rows = read_rows(out)
+    # with every fitted feature a neighbour, k 40 and k 50 are the same mean distance
+    np.testing.assert_allclose([float(r["knn40_raw"]) for r in rows], [float(r["knn50_raw"]) for r in rows])
+    assert len(json.loads(out.with_suffix(".json").read_text())["protocol"]["notes"]) == 3

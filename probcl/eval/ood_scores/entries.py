@@ -64,6 +64,7 @@ def _knn(k: int, normalized: bool) -> OodScore:
         score=lambda state, batch: _nearest(state, batch, normalized, k),
         in_default=family == COMBINATION_KNN_FAMILY and k == COMBINATION_KNN_K,
         family=family,
+        neighbours=k,
     )
 
 

@@ -111,6 +111,7 @@ class OodScore:
     in_default: bool = False  # a member of the default combination when available
     replaces: str | None = None  # joins the default combination in place of this score when that is unavailable
     family: str | None = None  # the template of a parametrised family (``knn{k}``): one member in the default
+    neighbours: int | None = None  # a kNN distance's k (a bank with fewer training features uses all of them)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

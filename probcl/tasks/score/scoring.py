@@ -132,6 +132,7 @@ def score_dataset(
         cache=scorer.cache,
         html=Path(html) if html is not None else None,
         protocol=decision_protocol(scorer, options),
+        notes=reference.notes,
     )
     write_sidecar(summary, run, data, scorer.checkpoint_meta)
     if picks is not None:

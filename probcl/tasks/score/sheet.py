@@ -33,6 +33,7 @@ class ScoreSummary:
     cache: dict[str, Any]
     html: Path | None = None
     protocol: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what the user should know (the reference's notes)
 
 
 def write_sidecar(summary: ScoreSummary, run: str | Path, data: str, checkpoint_meta: Any) -> None:
