@@ -210,7 +210,10 @@ class GracefulStop(Callback):
     ``last.ckpt`` at that step, and stop with :class:`~probcl.errors.RunError` saying how to resume.
 
     Lightning turns SIGTERM into ``SIGTERMException`` after the batch's metrics are logged; SIGINT is
-    routed the same way while training runs (a second Ctrl-C interrupts at once).
+    routed the same way while training runs. A second Ctrl-C interrupts at once and every later one is ignored
+    while the run shuts down; Lightning then exits (``SystemExit`` from its ``KeyboardInterrupt``), which
+    :meth:`interrupted` turns into the same kind of error. The caller restores SIGINT with :meth:`restore_sigint`
+    once ``fit`` has returned or raised.
     """
 
     def __init__(self, checkpoint: Path) -> None:
@@ -220,23 +223,27 @@ class GracefulStop(Callback):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         def on_sigint(signum: int, frame: Any) -> None:
-            signal.signal(signal.SIGINT, signal.default_int_handler)  # a second Ctrl-C stops at once
+            signal.signal(signal.SIGINT, on_second_sigint)
             self.received = "SIGINT"
             trainer._signal_connector.received_sigterm = True  # Lightning's stop-after-this-batch flag
+
+        def on_second_sigint(signum: int, frame: Any) -> None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # shutting down: a third press changes nothing
+            raise KeyboardInterrupt
 
         if threading.current_thread() is threading.main_thread():
             self._previous_sigint = signal.signal(signal.SIGINT, on_sigint)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._restore_sigint()
+        self.restore_sigint()
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        self._restore_sigint()
         if isinstance(exception, SIGTERMException):
-            trainer.save_checkpoint(self.checkpoint)
+            trainer.save_checkpoint(self.checkpoint, weights_only=False)
             self.received = self.received or "SIGTERM"
 
-    def _restore_sigint(self) -> None:
+    def restore_sigint(self) -> None:
+        """Give SIGINT back the handler it had before training started."""
         if self._previous_sigint is not None:
             signal.signal(signal.SIGINT, self._previous_sigint)
             self._previous_sigint = None
@@ -249,4 +256,17 @@ class GracefulStop(Callback):
             f"{self.checkpoint}. Run the same command again (`probcl pretrain` or `probcl benchmark`) to resume "
             f"from it (SLURM: `#SBATCH --signal=SIGTERM@90` and requeue the job).",
             number,
+        )
+
+    def interrupted(self, step: int) -> StoppedBySignal:
+        """The error to raise when Ctrl-C interrupted ``fit`` before a stop could save the state (a second
+        Ctrl-C, or one while Lightning set up or finished the run): which state is kept, and how to go on."""
+        when = "a second Ctrl-C" if self.received == "SIGINT" else "Ctrl-C (SIGINT)"
+        kept = (
+            f"{self.checkpoint} holds the last state saved and is intact. Run the same command again to resume from it"
+            if self.checkpoint.exists()
+            else "no checkpoint had been written yet. Run the same command again to start over"
+        )
+        return StoppedBySignal(
+            f"stopped by {when} at step {step}, before that step's state was saved; {kept}.", signal.SIGINT
         )

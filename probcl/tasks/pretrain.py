@@ -468,6 +468,12 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
             trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
         except SIGTERMException:
             raise stop.stopped(trainer.global_step) from None
+        except SystemExit as e:  # Lightning's exit after a KeyboardInterrupt (its message is printed already)
+            if not isinstance(e.__context__, KeyboardInterrupt):
+                raise
+            raise stop.interrupted(trainer.global_step) from None
+        finally:
+            stop.restore_sigint()
     return paths.root
 
 

@@ -243,6 +243,41 @@ def test_sigterm_and_sigint_checkpoint_the_current_step(tiny_config, references,
     assert_same_run(references["simclr"], Path(cfg.run_dir))
 
 
+class CtrlCTwiceAt(SignalAt):
+    """Two Ctrl-Cs in the batch of global step ``step``: the second interrupts at once."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__(signal.SIGINT, step)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        super().on_train_batch_start(trainer, pl_module, batch, batch_idx)
+        super().on_train_batch_start(trainer, pl_module, batch, batch_idx)
+
+
+def test_a_second_ctrl_c_stops_at_once_keeping_the_last_saved_state(tiny_config, references):
+    from probcl.errors import StoppedBySignal
+
+    cfg = tiny_config("simclr", run_name="twice", **RUN)
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(StoppedBySignal, match="stopped by a second Ctrl-C at step 5, before that step's state") as e:
+        pretrain(cfg, callbacks=[CtrlCTwiceAt(5)])
+    assert e.value.exit_code == 130
+    assert f"{RunPaths(cfg.run_dir).last} holds the last state saved and is intact" in str(e.value)
+    assert torch.load(RunPaths(cfg.run_dir).last, weights_only=False)["global_step"] == 4  # every 2 steps: 4
+    assert signal.getsignal(signal.SIGINT) is before  # not Lightning's SIG_IGN, nor the stop's handlers
+    pretrain(cfg)
+    assert_same_run(references["simclr"], Path(cfg.run_dir))
+
+
+def test_ctrl_c_twice_before_any_checkpoint_says_the_run_starts_over(tiny_config):
+    from probcl.errors import StoppedBySignal
+
+    cfg = tiny_config("simclr", run_name="early", **RUN)
+    with pytest.raises(StoppedBySignal, match="at step 0, .*no checkpoint had been written yet. Run the same"):
+        pretrain(cfg, callbacks=[CtrlCTwiceAt(0)])
+    assert not RunPaths(cfg.run_dir).last.exists()
+
+
 # Lightning's own checkpoint callback would warn that the folder moved, and drop the best score with it
 @pytest.mark.filterwarnings("error:The dirpath has changed")
 def test_a_moved_run_resumes_as_the_same_run(tiny_config, tmp_path):
