@@ -15,10 +15,16 @@ class ProbclError(Exception):
 
 
 class ConfigError(ProbclError, ValueError):
-    """An invalid configuration value, option or argument; the message names the key and the valid choices."""
+    """An invalid configuration value, option or argument; the message names the key and the valid choices.
+    ``keys`` are the dotted config keys it is about (``method_args.temperature``) where the checking code knows
+    them (:func:`probcl.config.from_dict`), for a caller that adds advice about those keys."""
 
     exit_code = 2
     kind = "config error"
+
+    def __init__(self, message: str, *, keys: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.keys = keys
 
 
 class UnknownNameError(ConfigError):

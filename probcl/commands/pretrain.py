@@ -77,7 +77,7 @@ def resolved_yaml(cfg: Config) -> str:
 def _with_method_switch_hint(error: ConfigError, path: Path | None, overrides: dict) -> ConfigError:
     """``error``, with how to fix it when it is about method_args that the config file wrote for another method
     than the ``--method`` given (the file's keys cannot be removed one by one on the command line)."""
-    if path is None or "method" not in overrides or "method_args." not in str(error):
+    if path is None or "method" not in overrides or not any(k.startswith("method_args.") for k in error.keys):
         return error
     tree = read_yaml(path)
     written_for = tree.get("method") if isinstance(tree, dict) else None

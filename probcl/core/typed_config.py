@@ -218,7 +218,8 @@ def from_dict(cls: type, data: dict | None, prefix: str = "", names: Mapping[str
         where = f"{prefix}." if prefix else ""
         raise ConfigError(
             f"unknown config key(s) {', '.join(where + k for k in unknown)}; "
-            f"valid keys{' of ' + prefix if prefix else ''}: {', '.join(fields)}"
+            f"valid keys{' of ' + prefix if prefix else ''}: {', '.join(fields)}",
+            keys=tuple(where + k for k in unknown),
         )
     missing = [
         name
@@ -227,9 +228,19 @@ def from_dict(cls: type, data: dict | None, prefix: str = "", names: Mapping[str
     ]
     if missing:
         where = f"{prefix}." if prefix else ""
-        raise ConfigError(f"missing config key(s) {', '.join(where + k for k in missing)}; give a value for each")
+        raise ConfigError(
+            f"missing config key(s) {', '.join(where + k for k in missing)}; give a value for each",
+            keys=tuple(where + k for k in missing),
+        )
     names = names or {}
-    kwargs = {k: _convert(v, hints[k], names.get(k) or (f"{prefix}.{k}" if prefix else k)) for k, v in data.items()}
+    kwargs = {}
+    for k, v in data.items():
+        key = f"{prefix}.{k}" if prefix else k
+        try:
+            kwargs[k] = _convert(v, hints[k], names.get(k) or key)
+        except ConfigError as e:
+            e.keys = e.keys or (key,)  # the innermost section's from_dict names the key
+            raise
     return cls(**kwargs)
 
 

@@ -67,3 +67,24 @@ def test_check_bounds_applies_the_declared_bounds_to_an_object_built_in_code(fie
 def test_check_bounds_passes_values_in_range_and_unset_options():
     for fields in ({}, {"count": 7, "share": 1.0, "recipe": "b"}, {"share": None, "label": ""}):
         check_bounds(Counted(**fields))  # no error
+
+
+def test_errors_carry_the_dotted_keys_they_are_about():
+    from probcl.config import load_config
+    from probcl.methods import METHODS
+
+    def keys(call):
+        with pytest.raises(ConfigError) as e:
+            call()
+        return e.value.keys
+
+    assert keys(lambda: from_dict(Counted, {"count": 0, "colour": 1, "size": 2}, "opts")) == (
+        "opts.colour",
+        "opts.size",
+    )
+    assert keys(lambda: from_dict(Counted, {"count": 0}, "opts", names={"count": "--count"})) == ("opts.count",)
+    assert keys(lambda: from_dict(Counted, {"share": [0.5]})) == ("share",)
+    assert keys(lambda: load_config(None, {"train.batch_size": 0})) == ("train.batch_size",)  # nested: innermost
+    cfg = load_config(None, {"method_args": {"nope": 1}})
+    assert keys(lambda: METHODS.get(cfg.method).params(cfg)) == ("method_args.nope",)
+    assert ConfigError("said in words only").keys == ()
