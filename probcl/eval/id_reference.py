@@ -187,7 +187,7 @@ class IdReference:
     # ----------------------------------------------------------------- description
     def protocol(self) -> dict:
         """What the scores and thresholds are, for result sidecars."""
-        sizes = self.calibrated.sizes
+        sizes, notes = self.calibrated.sizes, self.notes
         return {
             "scores": {name: SCORES.get(name).description for name in self.score_names},
             "fit": f"{self.fit_size} training images",
@@ -197,7 +197,7 @@ class IdReference:
             + ", ".join(f"{name} {w:.4g}" for name, w in combination_weights(self.combination).items()),
             "calibration": f"held-out ID images: {sizes.get('tails')} for the tail distributions, "
             f"{sizes.get('thresholds')} for the thresholds (split-conformal quantile)",
-            **({"notes": self.notes} if self.notes else {}),
+            **({"notes": notes} if notes else {}),
         }
 
     # ----------------------------------------------------------------- persistence
