@@ -11,6 +11,7 @@ import probcl.commands
 from probcl.commands._failures import as_probcl_error
 from probcl.core.allocator import reuse_freed_memory
 from probcl.core.discovery import import_submodules
+from probcl.core.termination import Terminated, sigterm_raises
 
 
 def versions() -> str:
@@ -67,13 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     reuse_freed_memory()  # inference batch after batch without a page fault per 4 KiB (probcl.core.allocator)
     try:
-        code = module.run(args, extra)
+        with sigterm_raises():  # a SIGTERM unwinds (locks released, temporary files removed) and exits 143
+            code = module.run(args, extra)
         sys.stdout.flush()  # a closed pipe fails here, not in the interpreter's exit
         return code
     except BrokenPipeError:  # the reader went away (`probcl list | head`): stop quietly, as cat and ls do
         silence_stdout()
         return 1
-    except (Exception, KeyboardInterrupt) as error:  # noqa: BLE001 - sorted into user-facing failures and bugs below
+    except (Exception, KeyboardInterrupt, Terminated) as error:  # noqa: BLE001 - sorted into user-facing failures and bugs below
         failure = as_probcl_error(error, module.AFTER_A_STOP)
         if failure is None:
             raise

@@ -4,7 +4,7 @@ Failures a user can meet that are not probcl's own errors, as one line each: the
 
 ``probcl`` (:func:`probcl.cli.main`) prints every :class:`~probcl.errors.ProbclError` as one line; this module
 turns the other failures a user can meet into one, with what happened and what to do, instead of a traceback:
-a training process of a multi-process (DDP) run that died or lost its connection, a full disk, a Ctrl-C.
+a training process of a multi-process (DDP) run that died or lost its connection, a full disk, a Ctrl-C, a SIGTERM.
 Anything else is a bug and keeps its traceback.
 """
 
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import errno
 
-from probcl.errors import ProbclError, RunError
+from probcl.core.termination import EXIT_CODE as TERMINATED_EXIT_CODE
+from probcl.core.termination import Terminated
+from probcl.errors import ConfigError, ProbclError, RunError
 
 # What torch.distributed's backends (gloo, NCCL) say when a peer process is gone.
 PEER_LOST = (
@@ -34,6 +36,13 @@ class InterruptedRun(ProbclError):
     kind = "interrupted"
 
 
+class TerminatedRun(ProbclError):
+    """Another process stopped the command (SIGTERM: ``kill``, a job scheduler, a container's stop)."""
+
+    exit_code = TERMINATED_EXIT_CODE
+    kind = "terminated"
+
+
 def is_peer_lost(error: BaseException) -> bool:
     """A collective of a multi-process run failed because another process died or lost its connection."""
     return isinstance(error, RuntimeError) and any(s in str(error).lower() for s in PEER_LOST)
@@ -47,6 +56,8 @@ def as_probcl_error(error: BaseException, after_a_stop: str = RUN_AGAIN) -> Prob
         return error
     if isinstance(error, KeyboardInterrupt):
         return InterruptedRun(f"stopped by the user; {after_a_stop}")
+    if isinstance(error, Terminated):
+        return TerminatedRun(f"stopped by SIGTERM; {after_a_stop}")
     if is_peer_lost(error):
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         detail = first.split("] ", 1)[-1].split(". This is typically", 1)[0]  # gloo's "[file:line] Read error ..."
@@ -56,4 +67,10 @@ def as_probcl_error(error: BaseException, after_a_stop: str = RUN_AGAIN) -> Prob
         )
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
         return RunError(f"the disk is full ({error}); free space, then {after_a_stop}")
+    if isinstance(error, OSError) and error.errno == errno.ENAMETOOLONG:
+        name = f" ({str(error.filename)[:60]}...)" if error.filename else ""
+        return ConfigError(
+            f"a path names a file or folder too long for the file system{name}: most allow 255 bytes per name; "
+            "choose a shorter name"
+        )
     return None

@@ -15,6 +15,17 @@ from probcl.config import INFERENCE_BATCH_SIZE, from_dict
 from probcl.core.deprecation import RenamedFlag
 
 
+def positive_int(text: str) -> int:
+    """argparse type of a count or size that must be at least 1 (an image size, a channel count)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def options_from_flags(
     cls: type, args: argparse.Namespace, flags: Mapping[str, str] | None = None, **values: Any
 ) -> Any:

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from probcl.commands._options import add_inference_flags, options_from_flags
+from probcl.commands._options import add_inference_flags, options_from_flags, positive_int
 from probcl.config import ModelConfig
 from probcl.core.names import FEATURE_LAYERS, PRECISIONS
 from probcl.core.progress import print_table
@@ -136,10 +136,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="input normalisation std per channel (default: the .json sidecar's, else the dataset's)",
     )
-    enc.add_argument("--image-size", type=int, default=None, help="input size (default: the dataset's)")
+    enc.add_argument("--image-size", type=positive_int, default=None, help="input size (default: the dataset's)")
     enc.add_argument(
         "--channels",
-        type=int,
+        type=positive_int,
         default=None,
         help="input channels (default: the sidecar's, 3 for torchvision:, else the dataset's)",
     )

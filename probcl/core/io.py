@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -72,14 +73,33 @@ def broken_link_message(link: Path) -> str:
 def write_error(path: Path, error: OSError) -> RunError:
     """The one-line error for a failed write (disk full, read-only folder, a broken link on the way, ...)."""
     broken = broken_link_on(path.parent)
+    problem = output_path_problem(path)
     if broken is not None:
         cause, fix = broken_link_message(broken), "create its target or write elsewhere"
+    elif problem is not None:
+        cause, fix = problem, "choose another path"
     else:
         cause, fix = str(error.strerror or error), "free disk space or fix permissions"
     return RunError(
         f"cannot write {path}: {cause}. Nothing was lost: the previous {path.name} "
         f"(if any) is intact; {fix} and run the command again"
     )
+
+
+def output_path_problem(path: Path) -> str | None:
+    """Why no file can be written at ``path``, found before any work: a folder is there, a file stands where a
+    folder of the path should be, or a name is longer than the file system allows. None when none of these."""
+    try:
+        if path.is_dir():
+            return "it is a folder"
+        for parent in path.parents:
+            if parent.exists():
+                return None if parent.is_dir() else f"{parent} is a file, not a folder"
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            return "a name in it is longer than the file system allows (most: 255 bytes)"
+        raise
+    return None
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
@@ -93,6 +113,16 @@ def json_text(obj: Any) -> str:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json_text(obj))
+
+
+def json_object(path: Path) -> dict | None:
+    """The JSON object ``path`` holds; None when it is missing, unreadable, not JSON or not an object. For asking
+    what a file is before replacing it (a command's side file must not replace another command's results)."""
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # ValueError: JSONDecodeError and UnicodeDecodeError
+        return None
+    return content if isinstance(content, dict) else None
 
 
 def read_json(path: str | os.PathLike, default: Any = None) -> Any:

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from probcl.core.io import read_json
 from probcl.errors import ConfigError, RunError
 
 RUN_SUFFIXES = (".ckpt",)
@@ -125,3 +126,18 @@ def find_checkpoint(run: str | Path, which: str = "last") -> Path:
     if not ckpt.exists():
         raise RunError(f"{run} has no checkpoint ({ckpt} missing); has `probcl pretrain` finished an epoch there?")
     return ckpt
+
+
+def read_evaluations(path: Path) -> dict[str, dict]:
+    """The results an eval.json holds: one object per suite (``{}`` when there is none yet). Anything else, valid
+    JSON or not, was written outside probcl: one RunError naming the file and the fix, not a traceback later."""
+    results = read_json(path, {})
+    if not isinstance(results, dict) or not all(
+        isinstance(result, dict) and isinstance(result.get("protocol", {}), dict) for result in results.values()
+    ):
+        raise RunError(
+            f"{path} is not a probcl evaluation file (it should hold one JSON object per suite); probcl writes it "
+            f"atomically, so it was changed outside probcl: restore it from a copy, or delete it and run the "
+            f"command again (its suites are redone)"
+        )
+    return results

@@ -157,8 +157,13 @@ def load_encoder(
     tensors named ``prefix...``, without it (``backbone.`` for a solo-learn or Lightning state_dict).
     """
     path = Path(weights)
+    if path.is_dir():
+        raise ConfigError(f"weights {path} is a folder; name the weights file in it ({', '.join(WEIGHT_SUFFIXES)})")
     if not path.is_file():
         raise ConfigError(f"weights file {path} does not exist")
+    for name, value in (("channels", channels), ("image_size", image_size)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{name} must be at least 1, got {value}")
     if path.suffix not in WEIGHT_SUFFIXES:
         raise ConfigError(
             f"weights {path}: unknown file type {path.suffix!r}; expected a state_dict ({', '.join(WEIGHT_SUFFIXES)})"
@@ -173,10 +178,10 @@ def load_encoder(
         )
     resolved = resolve_backbone(backbone, trainable=False)
     family = resolved.family.name
-    channels = channels or source.channels or (3 if family == "torchvision" else None)
-    info = preprocessing(
-        dataset, channels, image_size or source.image_size, mean or source.mean, std or source.std, data_root
-    )
+    if channels is None:
+        channels = source.channels or (3 if family == "torchvision" else None)
+    size = image_size if image_size is not None else source.image_size
+    info = preprocessing(dataset, channels, size, mean or source.mean, std or source.std, data_root)
     if family == "torchvision":
         net, classifier = torchvision_encoder(resolved.name)
         drop: tuple[str, ...] = (classifier,)

@@ -14,8 +14,8 @@ from pathlib import Path
 import yaml
 
 from probcl.config import dotted
-from probcl.core.io import atomic_write_text, read_json
-from probcl.core.layout import RunPaths
+from probcl.core.io import atomic_write_text
+from probcl.core.layout import RunPaths, read_evaluations
 from probcl.core.metrics_file import read_metrics
 from probcl.errors import ConfigError
 from probcl.report import plots
@@ -223,7 +223,7 @@ def write_run_report(run_dir: str | Path, embedding: dict | None = None, name: s
     ``name``: what was evaluated, for a folder without config.yaml (a foreign encoder's results)."""
     paths = RunPaths(Path(run_dir))
     config = yaml.safe_load(paths.config.read_text()) if paths.config.exists() else {}
-    evaluations = read_json(paths.eval, {})
+    evaluations = read_evaluations(paths.eval)
     method = config.get("method", name or "encoder")
     dataset = config.get("data", {}).get("dataset") or (embedding or {}).get("protocol", {}).get("dataset", "")
     doc = Document(f"{paths.root.name}: {method}" + (f" on {dataset}" if dataset else ""))

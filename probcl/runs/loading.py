@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from probcl.runtime.devices import resolve_device
 from probcl.core.layout import EXPORT_CONFIG, exported_weights
 from probcl.data.info import DataInfo
 from probcl.errors import ConfigError, RunError
@@ -13,6 +12,7 @@ from probcl.methods.base import SSLMethod
 from probcl.models.checkpoint import RunCheckpoint, read_checkpoint
 from probcl.models.encoder import ForeignEncoder
 from probcl.models.pretrained import describe_pretrained, pretrained_backbone
+from probcl.runtime.devices import resolve_device
 
 
 def load(path: str | Path, checkpoint: str = "last", device: str | None = "auto") -> SSLMethod | ForeignEncoder:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import errno
 import io
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -63,11 +62,13 @@ class JsonlLogger(Logger):
     def forget_from(self, step: int) -> None:
         """Drop the rows of steps >= ``step``: on resume from a checkpoint taken after ``step`` optimiser
         steps, those batches run again and log their rows again (Lightning logs batch ``k``'s row,
-        and the epoch rows, with ``step = k - 1``)."""
-        rows = read_rows(self.path)
-        kept = [row for row in rows if row["step"] < step]
-        if len(kept) != len(rows):
-            atomic_write_text(self.path, "".join(row_line(row) for row in kept))
+        and the epoch rows, with ``step = k - 1``). A torn line (a kill mid-append) goes too: the rows
+        appended next must start on a line of their own."""
+        if not self.path.exists():
+            return
+        text = "".join(row_line(row) for row in read_rows(self.path) if row["step"] < step)
+        if self.path.read_text() != text:
+            atomic_write_text(self.path, text)
 
     @rank_zero_only
     def finalize(self, status: str) -> None:

@@ -10,7 +10,6 @@ from lightning.pytorch.callbacks import RichProgressBar
 
 from probcl.methods.base import log_interval
 
-
 STEP_METRICS_SHOWN = ("train/loss",)  # per-step metrics the bar shows (besides those logged with prog_bar=True)
 
 

@@ -28,10 +28,10 @@ from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
-from probcl.runtime.distributed import rank, world_size
 from probcl.data.sources import ImageSource, TensorImages
-from probcl.errors import RunError, StoppedBySignal
+from probcl.errors import StoppedBySignal
 from probcl.runs.metrics_log import JsonlLogger
+from probcl.runtime.distributed import rank, world_size
 
 _SEED_STRIDE = 1_000_003  # a prime: (seed, step, rank) -> distinct seeds for any realistic run
 

@@ -14,7 +14,7 @@ from torch import nn
 
 from probcl.config import INFERENCE_BATCH_SIZE, AtLeast, NonNegative, OneOf, OnUnreadable, Seed, from_dict
 from probcl.core.io import atomic_write_json, read_json
-from probcl.core.layout import RunPaths, find_checkpoint, results_folder
+from probcl.core.layout import RunPaths, find_checkpoint, read_evaluations, results_folder
 from probcl.core.names import FEATURE_LAYERS, PRECISIONS
 from probcl.core.run_lock import RunLock
 from probcl.data.unreadable import ON_UNREADABLE_OPTION, UnreadableFiles
@@ -249,7 +249,7 @@ def keep_one_model(paths: RunPaths, ctx: ModelOnData) -> dict[str, dict]:
     A run's results of an earlier checkpoint are moved to RUN/eval-HASH8.json (HASH8 naming that checkpoint and
     preprocessing) with a note naming the suites to re-run; a foreign encoder's folder that holds other weights'
     results is refused (one ConfigError naming the fix), before any work."""
-    results: dict[str, dict] = read_json(paths.eval, {})
+    results = read_evaluations(paths.eval)
     current = ctx.checkpoint_meta
 
     def recorded(result: dict) -> Any:

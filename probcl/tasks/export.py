@@ -30,7 +30,7 @@ from torch import nn
 
 import probcl
 from probcl.config import to_plain
-from probcl.core.io import atomic_write, atomic_write_json
+from probcl.core.io import atomic_write, atomic_write_json, json_object, output_path_problem
 from probcl.core.layout import EXPORT_CONFIG, EXPORT_FORMAT, EXPORT_WEIGHTS, RunPaths
 from probcl.data.augment import Normalizer
 from probcl.errors import ConfigError, RunError
@@ -75,7 +75,7 @@ def export_model(model: SSLMethod, target: Path, fmt: str) -> Path:
     each atomically, and an earlier export's other files are removed after it: at every moment config.json
     names only files that exist, and a failed export (one RunError) leaves the folder as it was."""
     state = {k: v.detach().contiguous().clone() for k, v in model.backbone.state_dict().items()}
-    if target.suffix:  # one file and its FILE.json
+    if names_one_file(target):  # one file and its FILE.json
         if fmt == "onnx":
             _write_onnx(model, target)
         else:
@@ -94,6 +94,11 @@ def export_model(model: SSLMethod, target: Path, fmt: str) -> Path:
         if stale not in files.values():
             (target / stale).unlink(missing_ok=True)
     return target / files["onnx" if fmt == "onnx" else "weights"]
+
+
+def names_one_file(out: Path) -> bool:
+    """``out`` names one exported file (a known suffix, not a folder there); otherwise an export folder."""
+    return out.suffix in {s for options in FILE_SUFFIXES.values() for s in options} and not out.is_dir()
 
 
 def config_file(path: Path) -> Path:
@@ -129,11 +134,19 @@ def _target(run: Path, out: str | Path | None, fmt: str) -> Path:
         root = run if run.is_dir() else run.parent
         return (root.parent if RunPaths(root.parent).checkpoints == root else root) / "export"
     out = Path(out)
-    suffixes = {s for options in FILE_SUFFIXES.values() for s in options}
-    if out.suffix in suffixes and not out.is_dir():
+    problem = output_path_problem(out / EXPORT_CONFIG if out.is_dir() else out)
+    if problem is not None:
+        raise ConfigError(f"--out {out}: {problem}; choose another path")
+    if names_one_file(out):
         if out.suffix not in FILE_SUFFIXES[fmt]:
             raise ConfigError(
                 f"--out {out} does not fit --format {fmt}: name a folder, or a {' / '.join(FILE_SUFFIXES[fmt])} file"
+            )
+        config = config_file(out)
+        if config.exists() and (json_object(config) or {}).get("format") != EXPORT_FORMAT:
+            raise ConfigError(
+                f"--out {out} would write its config to {config}, which holds something else (not a probcl export's "
+                f"config); choose another --out name, or move that file away"
             )
         return out
     if out.exists() and not out.is_dir():

@@ -28,6 +28,7 @@ from probcl.core.io import torch_load_problem
 from probcl.core.layout import RunPaths
 from probcl.core.process_clock import seconds_since_process_start
 from probcl.core.run_lock import RunLock, move_aside
+from probcl.core.termination import sigterm_deferred
 from probcl.data.info import data_info_for
 from probcl.data.loaders import load_dataset
 from probcl.data.sources import ImageSource, TensorImages, pretraining_indices, random_subset
@@ -465,7 +466,8 @@ def _pretrain(cfg: Config, paths: RunPaths, resume: bool | None, callbacks: Sequ
         for message in HANDLED_WARNINGS:
             warnings.filterwarnings("ignore", message)
         try:
-            trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
+            with sigterm_deferred():  # Lightning's connector takes SIGTERM here: stop after this step, state saved
+                trainer.fit(model, loader, ckpt_path=str(ckpt_path) if ckpt_path else None, weights_only=False)
         except SIGTERMException:
             raise stop.stopped(trainer.global_step) from None
         except SystemExit as e:  # Lightning's exit after a KeyboardInterrupt (its message is printed already)

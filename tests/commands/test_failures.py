@@ -35,6 +35,16 @@ def test_known_failures_become_one_line_and_bugs_keep_their_traceback():
     assert as_probcl_error(OSError(errno.EACCES, "denied")) is None
 
 
+def test_a_name_too_long_for_the_file_system_is_one_line_in_every_command(tmp_path, capsys):
+    """Python's Path.exists() raises ENAMETOOLONG for a name over the file system's limit (255 bytes on most):
+    each command's first look at the path would end in a traceback."""
+    long = str(tmp_path / ("L" * 300))
+    for argv in (["evaluate", long], ["pretrain", "--config", long + ".yaml"], ["export", long]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "too long for the file system" in err and "shorter name" in err, err
+
+
 def test_the_cli_prints_one_line_for_a_known_failure(monkeypatch, capsys):
     import probcl.commands.list as list_command
 
@@ -111,3 +121,66 @@ def test_a_killed_ddp_rank_ends_the_run_with_one_line_naming_how_to_resume(tmp_p
     last = err_text.strip().splitlines()[-1]
     assert last.startswith("probcl: error: a process of this multi-process run stopped or lost its connection")
     assert last.endswith("re-run the same command to resume from the last checkpoint (exactly where it left off)")
+
+
+SIGTERMED_COMMAND = """
+import sys, time
+from pathlib import Path
+import probcl.commands.score as score_command
+from probcl.cli import main
+from probcl.core.io import atomic_write
+from probcl.core.run_lock import RunLock
+
+def run(args, extra):
+    root = Path(sys.argv[1])
+    with RunLock(root, "probcl score"):
+        def write(fh):
+            fh.write(b"half an output")
+            print("writing", flush=True)
+            time.sleep(60)
+        atomic_write(root / "scores.csv", write)
+    return 0
+
+score_command.run = run
+sys.exit(main(["score", "unused-run", "--dataset", "digits"]))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM is a POSIX signal")
+def test_a_sigterm_unwinds_the_command_releases_its_lock_and_removes_its_temporary_file(tmp_path):
+    """Python's default for SIGTERM kills at once (no ``finally``): the run's .lock and the half-written temporary
+    file would stay. probcl's entry point turns SIGTERM into a stop like Ctrl-C's: exit 143 (128 + SIGTERM, what a
+    shell reports for a killed process) and one line with what a rerun of that command does."""
+    run = tmp_path / "run"
+    command = subprocess.Popen(
+        [sys.executable, "-c", SIGTERMED_COMMAND, str(run)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert command.stdout is not None and command.stdout.readline() == "writing\n"
+        assert (run / ".lock").exists() and [p.name for p in run.glob(".scores.csv.*.tmp")]
+        command.send_signal(signal.SIGTERM)
+        _, err = command.communicate(timeout=60)
+    finally:
+        if command.poll() is None:
+            command.kill()
+    assert command.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines() == [
+        "probcl: terminated: stopped by SIGTERM; run the same command again "
+        "(the output file is written only once every image is scored)"
+    ]
+    assert not run.exists() or sorted(p.name for p in run.iterdir()) == []  # no lock, no temporary, no output
+
+
+def test_a_sigterm_during_pretraining_is_left_to_lightnings_graceful_stop():
+    """Inside ``sigterm_deferred`` (around ``Trainer.fit``) the handler returns: Lightning's connector, which calls
+    the handler it found after its own, stops the loop after the step and the state is saved (tests/runs)."""
+    from probcl.core.termination import Terminated, sigterm_deferred, sigterm_raises
+
+    with sigterm_raises():
+        handler = signal.getsignal(signal.SIGTERM)
+        assert callable(handler)
+        with sigterm_deferred():
+            handler(signal.SIGTERM, None)  # returns: no exception
+        with pytest.raises(Terminated):
+            handler(signal.SIGTERM, None)
+    assert signal.getsignal(signal.SIGTERM) is not handler  # the previous handler is back

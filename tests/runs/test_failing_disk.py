@@ -94,4 +94,19 @@ def test_a_failed_write_outside_pretraining_does_not_promise_a_resume(tmp_path):
     (tmp_path / "a-file").write_text("")
     with pytest.raises(RunError, match="cannot write .*a-file/export/config.json") as error:
         atomic_write_text(tmp_path / "a-file" / "export" / "config.json", "{}")
-    assert str(error.value).endswith("fix permissions and run the command again")
+    assert "a-file is a file, not a folder" in str(error.value)
+    assert str(error.value).endswith("choose another path and run the command again")
+
+
+def test_a_row_torn_by_a_kill_is_dropped_on_resume_and_the_next_rows_start_on_their_own_line(tiny_config):
+    """A kill mid-append leaves a torn last line; readers skip it. The resumed run must not append its first row
+    onto that line (the two would make one unreadable line, losing a good row too)."""
+    paths = RunPaths(pretrain(tiny_config(run_name="torn", **{"train.epochs": 1})).resolve())
+    whole = paths.metrics.read_bytes()
+    paths.metrics.write_bytes(whole[:-25])  # the last row cut short, no newline
+    pretrain(tiny_config(run_name="torn", **{"train.epochs": 2}))
+    lines = paths.metrics.read_text().splitlines()
+    rows = [json.loads(line) for line in lines]  # every line is whole JSON
+    steps = [row["step"] for row in rows if "loss" in row or "train/loss" in row]
+    assert whole.decode().splitlines()[:-1] == lines[: len(whole.decode().splitlines()) - 1]
+    assert max(steps) == 7 and len(rows) > len(whole.decode().splitlines())

@@ -122,3 +122,21 @@ def test_a_checkpoint_file_is_evaluated_into_its_run(tiny_run):
     written = json.loads((tiny_run / "eval.json").read_text())
     assert written["knn"]["top1"] == result["knn"]["top1"]
     assert written["knn"]["protocol"]["checkpoint"]["path"] == str(checkpoint)
+
+
+def test_foreign_weights_take_only_positive_sizes_and_a_file_not_a_folder(tmp_path, capsys):
+    """--image-size/--channels 0 had been replaced by the default silently, a negative size failed in a resize
+    traceback; a folder given as --weights was said not to exist."""
+    from probcl.cli import main
+    from probcl.models.encoder import load_encoder
+
+    for flag in ("--image-size", "--channels"):
+        for value in ("0", "-5"):
+            with pytest.raises(SystemExit) as stop:
+                main(["evaluate", "--weights", str(tmp_path / "w.safetensors"), flag, value])
+            assert stop.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="is a folder; name the weights file in it"):
+        load_encoder(tmp_path, "digits")
+    (tmp_path / "w.safetensors").write_bytes(b"")
+    with pytest.raises(ConfigError, match="image_size must be at least 1, got 0"):
+        load_encoder(tmp_path / "w.safetensors", "digits", image_size=0)

@@ -136,3 +136,21 @@ def test_bad_input_gets_one_clear_error(run, tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "pip install 'probcl[onnx]'" in err
     assert not (tmp_path / "none").exists()
+
+
+def test_an_export_never_replaces_another_commands_file_and_a_new_dotted_name_is_a_folder(run, tmp_path):
+    """``--out X.safetensors`` writes its config to X.json: over a run's eval.json that would lose the evaluation
+    results, so a X.json that is not an export's config is refused before anything is written; an earlier
+    export's is replaced. A name with another suffix is a folder (its files inside), as the help says."""
+    results = tmp_path / "eval.json"
+    results.write_text('{"knn": {"top1": 80.0}}')
+    with pytest.raises(ConfigError, match="holds something else"):
+        export_backbone(run, tmp_path / "eval.safetensors")
+    assert results.read_text() == '{"knn": {"top1": 80.0}}' and not (tmp_path / "eval.safetensors").exists()
+    assert export_backbone(run, tmp_path / "w.safetensors") == tmp_path / "w.safetensors"
+    assert export_backbone(run, tmp_path / "w.safetensors") == tmp_path / "w.safetensors"  # its own config: again
+    assert export_backbone(run, tmp_path / "v1.txt") == tmp_path / "v1.txt" / "model.safetensors"
+    assert json.loads((tmp_path / "v1.txt" / "config.json").read_text())["files"] == {"weights": "model.safetensors"}
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ConfigError, match="afile is a file, not a folder"):
+        export_backbone(run, tmp_path / "afile" / "w.safetensors")

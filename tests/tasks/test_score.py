@@ -420,3 +420,26 @@ def test_a_knn_k_beyond_the_fitted_training_features_uses_them_all_and_says_so(r
     # with every fitted feature a neighbour, k 40 and k 50 are the same mean distance
     np.testing.assert_allclose([float(r["knn40_raw"]) for r in rows], [float(r["knn50_raw"]) for r in rows])
     assert len(json.loads(out.with_suffix(".json").read_text())["protocol"]["notes"]) == 3
+
+
+def test_score_checks_where_its_files_go_before_scoring_and_never_replaces_a_runs_results(run, tmp_path, capsys):
+    """--out names the scores; OUT.json (the summary) and OUT.unreadable.txt go next to it, --html names the sheet.
+    ``--out RUN/eval.csv`` would put the summary over the run's evaluation results: refused, as are a sheet named
+    like one of the others, a folder, and a path under a file, each in one line before any image is scored."""
+    results = tmp_path / "eval.json"
+    results.write_text('{"knn": {"top1": 80.0}}')
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    cases = [
+        (["--out", str(tmp_path / "eval.csv")], "holds something else (not a `probcl score` summary)"),
+        (["--out", str(tmp_path / "s.csv"), "--html", str(tmp_path / "s.csv")], "the same file as --out"),
+        (["--out", str(tmp_path / "s.csv"), "--html", str(tmp_path / "s.json")], "the same file as --out's summary"),
+        (["--out", str(tmp_path / "s.csv"), "--html", str(tmp_path / "adir")], "adir: it is a folder"),
+        (["--out", str(tmp_path / "afile" / "s.csv")], "afile is a file, not a folder"),
+    ]
+    for flags, message in cases:
+        assert main(["score", str(run), "--dataset", "digits", *flags]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err, err
+    assert results.read_text() == '{"knn": {"top1": 80.0}}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile", "eval.json"]

@@ -17,6 +17,7 @@ from probcl.eval.ood_scores.calibration import COMBINED
 from probcl.tasks.score.cached_scorer import CachedScorer
 from probcl.tasks.score.extremes import SheetPicks
 from probcl.tasks.score.options import ScoreOptions
+from probcl.tasks.score.outputs import score_outputs
 from probcl.tasks.score.scorer import Scorer
 from probcl.tasks.score.sheet import ScoreSummary, write_contact_sheet, write_sidecar
 from probcl.tasks.score.sinks import open_sink, output_format
@@ -109,17 +110,18 @@ def score_dataset(
     options = (options or ScoreOptions()).validated()
     out = Path(out) if out is not None else Path(run) / "scores.csv"
     fmt = output_format(out)
+    outputs = score_outputs(out, Path(html) if html is not None else None)
     scorer = open_scorer(run, options)
     dataset = scorer.dataset(data, options.split)  # fail on a bad spec before the reference passes
     scorer.prepare()
     picks = SheetPicks(options.sheet_size, options.sheet_flagged) if html is not None else None
     scored = ScoringPass(scorer, dataset, fmt, picks)
     atomic_write(out, scored.write)
-    scorer.unreadable.report(out.with_suffix(".unreadable.txt"))
+    scorer.unreadable.report(outputs.unreadable)
     reference = scorer.reference
     summary = ScoreSummary(
         out=out,
-        sidecar=out.with_suffix(".json"),
+        sidecar=outputs.summary,
         rows=scored.rows,
         skipped=scored.skipped,
         thresholds=dict(reference.thresholds),
@@ -130,7 +132,7 @@ def score_dataset(
         flagged=scored.flagged,
         flagged_by=dict(scored.flagged_by.most_common()),
         cache=scorer.cache,
-        html=Path(html) if html is not None else None,
+        html=outputs.html,
         protocol=decision_protocol(scorer, options),
         notes=reference.notes,
     )
