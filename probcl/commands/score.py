@@ -7,6 +7,7 @@ from typing import Any, cast
 
 from probcl.commands._options import add_inference_flags
 from probcl.core.deprecation import RenamedFlag
+from probcl.errors import ConfigError
 
 NAME = "score"
 HELP = "score every image of a dataset or folder: class, OOD scores, OOD flag and why (CSV or Parquet)"
@@ -145,7 +146,6 @@ SHARED_OOD_OPTIONS = ("combination", "knn_k")  # the ood suite's options that sc
 def ood_options(items: list[str]) -> dict[str, Any]:
     """The ood suite's options given with --option (the syntax of `probcl evaluate`) that score shares."""
     from probcl.core.typed_config import parse_suite_options
-    from probcl.errors import ConfigError
 
     options = parse_suite_options(items)
     other = sorted(set(options) - {"ood"}) + sorted(
@@ -167,6 +167,24 @@ def ood_options(items: list[str]) -> dict[str, Any]:
     return ood
 
 
+FLAGS = {  # ScoreOptions' fields as this command's flags spell them, for its error messages
+    "score": "--score",
+    "combination": "--combination",
+    "knn_k": "--knn-k",
+    "tpr": "--ood-threshold-tpr",
+    "probe": "--probe",
+    "split": "--split",
+    "batch_size": "--inference-batch-size",
+    "max_train": "--max-train",
+    "max_calibration": "--max-calibration",
+    "seed": "--seed",
+    "device": "--device",
+    "data_root": "--data-root",
+    "num_workers": "--num-workers",
+    "on_unreadable": "--on-unreadable",
+}
+
+
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from probcl.core.progress import print_table
     from probcl.tasks.score import ScoreOptions, score_dataset
@@ -176,7 +194,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         args.knn_k = ood["knn_k"]
     if "combination" in ood:
         args.combination = ood["combination"]
-    combination = [s.strip() for s in args.combination.split(",") if s.strip()] if args.combination else None
+    combination = None
+    if args.combination is not None:
+        combination = [s.strip() for s in args.combination.split(",") if s.strip()]
+        if not combination:
+            raise ConfigError(
+                f"--combination {args.combination!r} names no score; name one or more, e.g. knn10,mahalanobis"
+            )
     unless_unset = {  # flags left unset (None) keep ScoreOptions' defaults
         "knn_k": args.knn_k,
         "tpr": args.ood_threshold_tpr,
@@ -196,7 +220,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         cache=args.cache,
         on_unreadable=args.on_unreadable,
         **{name: value for name, value in unless_unset.items() if value is not None},
-    )
+    ).validated(names=FLAGS)
     summary = score_dataset(args.run, args.dataset, args.out, options, html=args.html)
     print_table(
         f"OOD decision: {summary.score} ({options.tpr:.0%} of in-distribution images accepted)",

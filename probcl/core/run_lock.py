@@ -208,7 +208,7 @@ class RunLock:
 
     def _unwritable(self, e: OSError) -> RunError:
         return RunError(
-            f"cannot write in run directory {self.root} ({e.strerror}); make it writable or choose another --run-dir"
+            f"cannot write in run directory {self.root} ({e.strerror}); make it writable or choose another path"
         )
 
     def __exit__(self, *exc: object) -> None:
@@ -300,4 +300,4 @@ def check_run_dir(root: Path) -> None:
     except (FileNotFoundError, NotADirectoryError):
         return  # missing (or under a file: making it will say so)
     if not stat.S_ISDIR(mode):
-        raise RunError(f"--run-dir {root} is an existing file, not a directory; choose another path")
+        raise RunError(f"the output folder {root} is an existing file, not a folder; choose another path")

@@ -253,11 +253,14 @@ def check_bounds(obj: Any) -> None:
 
 
 def set_dotted(tree: dict, dotted: str, value: Any) -> None:
-    """Set ``tree['a']['b'] = value`` for ``dotted='a.b'``, creating levels as needed."""
+    """Set ``tree['a']['b'] = value`` for ``dotted='a.b'``, creating levels as needed (an empty YAML section,
+    ``train:`` with nothing under it, is a level with no keys yet)."""
     parts = dotted.split(".")
     node = tree
     for part in parts[:-1]:
-        node = node.setdefault(part, {})
+        if node.get(part) is None:
+            node[part] = {}
+        node = node[part]
         if not isinstance(node, dict):
             raise ConfigError(f"cannot set {dotted}: {part} is not a section")
     node[parts[-1]] = value

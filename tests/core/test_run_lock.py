@@ -63,7 +63,7 @@ def test_the_same_process_cannot_write_a_run_twice(tmp_path):
 
 def test_a_run_dir_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "run").write_text("not a folder")
-    with pytest.raises(RunError, match="run is an existing file, not a directory"):
+    with pytest.raises(RunError, match="run is an existing file, not a folder; choose another path"):
         with RunLock(tmp_path / "run", "pretrain"):
             pass
 

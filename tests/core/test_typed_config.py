@@ -88,3 +88,18 @@ def test_errors_carry_the_dotted_keys_they_are_about():
     cfg = load_config(None, {"method_args": {"nope": 1}})
     assert keys(lambda: METHODS.get(cfg.method).params(cfg)) == ("method_args.nope",)
     assert ConfigError("said in words only").keys == ()
+
+
+def test_an_override_sets_a_key_of_an_empty_yaml_section():
+    """``train:`` with nothing under it is YAML's null: the section's defaults, and ``--train.epochs 1`` sets a key of
+    it (it had said "train is not a section"); a section given a value is still refused."""
+    import pytest
+
+    from probcl.core.typed_config import set_dotted
+    from probcl.errors import ConfigError
+
+    tree: dict = {"method": "simclr", "train": None}
+    set_dotted(tree, "train.epochs", 1)
+    assert tree == {"method": "simclr", "train": {"epochs": 1}}
+    with pytest.raises(ConfigError, match="cannot set method.x: method is not a section"):
+        set_dotted(tree, "method.x", 1)

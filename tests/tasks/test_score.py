@@ -443,3 +443,20 @@ def test_score_checks_where_its_files_go_before_scoring_and_never_replaces_a_run
         assert len(err.splitlines()) == 1 and message in err, err
     assert results.read_text() == '{"knn": {"top1": 80.0}}'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "afile", "eval.json"]
+
+
+def test_a_bad_option_is_named_by_its_flag_and_an_empty_combination_is_refused(run, tmp_path, capsys):
+    """The messages named ScoreOptions' fields (``score.tpr``), which the command line does not have; an empty
+    --combination (``","``) silently meant the default combination."""
+    cases = [
+        (["--ood-threshold-tpr", "1.5"], "--ood-threshold-tpr must be in (0, 1], got 1.5"),
+        (["--max-calibration", "0"], "--max-calibration must be >= 2, got 0"),
+        (["--knn-k", "0"], "--knn-k must be >= 1, got 0"),
+        (["--inference-batch-size", "0"], "--inference-batch-size must be >= 1, got 0"),
+        (["--combination", " , "], "--combination ' , ' names no score"),
+    ]
+    for flags, message in cases:
+        assert main(["score", str(run), "--dataset", "digits", "--out", str(tmp_path / "s.csv"), *flags]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and message in err, err
+    assert not list(tmp_path.iterdir())

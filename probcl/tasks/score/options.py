@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -50,9 +51,10 @@ class ScoreOptions:
     sheet_flagged: Annotated[int, NonNegative] = 100
     on_unreadable: OnUnreadable = "skip"  # image files that cannot be read: skip (listed in OUT.unreadable.txt) | error
 
-    def validated(self) -> ScoreOptions:
-        """These options checked against the field bounds: one ConfigError naming the option otherwise."""
-        return from_dict(ScoreOptions, to_plain(self), "score")
+    def validated(self, names: Mapping[str, str] | None = None) -> ScoreOptions:
+        """These options checked against the field bounds: one ConfigError naming the option otherwise
+        (``score.FIELD``, or ``names[FIELD]``: the command's flag)."""
+        return from_dict(ScoreOptions, to_plain(self), "score", names=names)
 
     def cache_fields(self) -> dict[str, Any]:
         """The options that shape the fitted reference and probe (the cache key)."""
