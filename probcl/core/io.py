@@ -43,6 +43,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[IO[bytes]], object]) 
 def torch_load_problem(path: Path, error: Exception) -> str:
     """Why ``torch.load(path)`` failed, in one short clause for an error line: a file that is not a zip archive
     (what ``torch.save`` writes) is said to be one; torch's multi-line texts are cut to their cause."""
+    if path.suffix == ".safetensors":  # safetensors' own reader failed: its header or its tensors' bytes
+        text = " ".join(str(error).split())
+        return f"it is not a readable safetensors file ({text[:120]}): wrong file, or cut short"
     if path.is_file() and not zipfile.is_zipfile(path):
         return "it is not a file torch.save wrote (not a zip archive): wrong file, or cut short"
     text = str(error)

@@ -110,3 +110,19 @@ def test_why_torch_load_failed_is_one_clause(tmp_path):
     assert (
         "\n" not in problem and "weights_only" not in problem and problem.endswith("save a state_dict (tensors only)")
     )
+
+
+def test_a_damaged_safetensors_file_is_not_called_a_torch_save_file(tmp_path):
+    """safetensors files are not zip archives: the message for torch.save's files was wrong for them."""
+    import pytest
+    from safetensors.torch import load_file, save_file
+
+    from probcl.core.io import torch_load_problem
+
+    path = tmp_path / "w.safetensors"
+    save_file({"w": __import__("torch").zeros(4, 4)}, str(path))
+    path.write_bytes(path.read_bytes()[:20])
+    with pytest.raises(Exception) as error:
+        load_file(str(path))
+    problem = torch_load_problem(path, error.value)
+    assert problem.startswith("it is not a readable safetensors file (") and "zip" not in problem
