@@ -98,10 +98,9 @@ def output_path_problem(path: Path) -> str | None:
         for parent in path.parents:
             if parent.exists():
                 return None if parent.is_dir() else f"{parent} is a file, not a folder"
-    except OSError as e:
+    except OSError as e:  # another cause (a folder on the way that cannot be searched): the write will say
         if e.errno == errno.ENAMETOOLONG:
             return "a name in it is longer than the file system allows (most: 255 bytes)"
-        raise
     return None
 
 
