@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 
+from probcl.core.io import NAME_TOO_LONG
 from probcl.core.termination import EXIT_CODE as TERMINATED_EXIT_CODE
 from probcl.core.termination import Terminated
 from probcl.errors import ConfigError, ProbclError, RunError
@@ -68,9 +69,6 @@ def as_probcl_error(error: BaseException, after_a_stop: str = RUN_AGAIN) -> Prob
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
         return RunError(f"the disk is full ({error}); free space, then {after_a_stop}")
     if isinstance(error, OSError) and error.errno == errno.ENAMETOOLONG:
-        name = f" ({str(error.filename)[:60]}...)" if error.filename else ""
-        return ConfigError(
-            f"a path names a file or folder too long for the file system{name}: most allow 255 bytes per name; "
-            "choose a shorter name"
-        )
+        path = f"{str(error.filename)[:60]}..." if error.filename else "a path"
+        return ConfigError(f"{path}: {NAME_TOO_LONG}; choose a shorter name")
     return None

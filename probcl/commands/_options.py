@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from probcl.config import INFERENCE_BATCH_SIZE, from_dict
@@ -35,8 +35,13 @@ def options_from_flags(
     given = vars(args)
     data = {f.name: given[f.name] for f in dataclasses.fields(cls) if given.get(f.name) is not None}
     data.update(values)
-    names = {name: (flags or {}).get(name, "--" + name.replace("_", "-")) for name in data}
-    return from_dict(cls, data, names=names)
+    return from_dict(cls, data, names=flag_names(data, flags))
+
+
+def flag_names(fields: Iterable[str], flags: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The flag that sets each option field, for error messages: ``--field-name``, or ``flags[field]`` where the
+    command spells it otherwise."""
+    return {name: (flags or {}).get(name, "--" + name.replace("_", "-")) for name in fields}
 
 
 def add_inference_flags(p: argparse.ArgumentParser) -> None:

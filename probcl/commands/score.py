@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import Any, cast
 
-from probcl.commands._options import add_inference_flags
+from probcl.commands._options import add_inference_flags, flag_names
 from probcl.core.deprecation import RenamedFlag
 from probcl.errors import ConfigError
 
@@ -167,22 +168,7 @@ def ood_options(items: list[str]) -> dict[str, Any]:
     return ood
 
 
-FLAGS = {  # ScoreOptions' fields as this command's flags spell them, for its error messages
-    "score": "--score",
-    "combination": "--combination",
-    "knn_k": "--knn-k",
-    "tpr": "--ood-threshold-tpr",
-    "probe": "--probe",
-    "split": "--split",
-    "batch_size": "--inference-batch-size",
-    "max_train": "--max-train",
-    "max_calibration": "--max-calibration",
-    "seed": "--seed",
-    "device": "--device",
-    "data_root": "--data-root",
-    "num_workers": "--num-workers",
-    "on_unreadable": "--on-unreadable",
-}
+FLAGS = {"tpr": "--ood-threshold-tpr", "batch_size": "--inference-batch-size"}  # fields not set by --field-name
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -220,7 +206,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         cache=args.cache,
         on_unreadable=args.on_unreadable,
         **{name: value for name, value in unless_unset.items() if value is not None},
-    ).validated(names=FLAGS)
+    ).validated(names=flag_names((f.name for f in dataclasses.fields(ScoreOptions)), FLAGS))
     summary = score_dataset(args.run, args.dataset, args.out, options, html=args.html)
     print_table(
         f"OOD decision: {summary.score} ({options.tpr:.0%} of in-distribution images accepted)",

@@ -15,6 +15,8 @@ import yaml
 
 from probcl.errors import ConfigError, RunError
 
+NAME_TOO_LONG = "a name in it is too long for the file system (most allow 255 bytes per name)"
+
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 
@@ -100,7 +102,7 @@ def output_path_problem(path: Path) -> str | None:
                 return None if parent.is_dir() else f"{parent} is a file, not a folder"
     except OSError as e:  # another cause (a folder on the way that cannot be searched): the write will say
         if e.errno == errno.ENAMETOOLONG:
-            return "a name in it is longer than the file system allows (most: 255 bytes)"
+            return NAME_TOO_LONG
     return None
 
 
@@ -118,13 +120,26 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def json_object(path: Path) -> dict | None:
-    """The JSON object ``path`` holds; None when it is missing, unreadable, not JSON or not an object. For asking
-    what a file is before replacing it (a command's side file must not replace another command's results)."""
+    """The JSON object ``path`` holds; None when it is missing, unreadable, not JSON or not an object."""
     try:
         content = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # ValueError: JSONDecodeError and UnicodeDecodeError
         return None
     return content if isinstance(content, dict) else None
+
+
+def refuse_foreign_side_file(out: Path, side: Path, role: str, kind: str, is_ours: Callable[[dict], bool]) -> None:
+    """A command writes ``side`` (its ``role``: summary, config) next to ``--out out``; it may replace only an
+    earlier file of its own ``kind`` (a JSON object ``is_ours`` accepts), never another command's (``--out
+    RUN/eval.csv`` would put it over the run's eval.json): ConfigError before any work otherwise."""
+    if not side.exists():
+        return
+    content = json_object(side)
+    if content is None or not is_ours(content):
+        raise ConfigError(
+            f"--out {out} would write its {role} to {side}, which holds something else (not {kind}); "
+            f"choose another --out name, or move that file away"
+        )
 
 
 def read_json(path: str | os.PathLike, default: Any = None) -> Any:

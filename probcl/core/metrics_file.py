@@ -23,10 +23,13 @@ def row_line(row: dict) -> str:
 def read_rows(path: Path) -> list[dict]:
     """The rows of a metrics.jsonl file (``null`` read as ``nan``; ``NaN``/``Infinity``, as runs before strict
     JSON wrote them, read as they were); a torn last line (a kill mid-write) is ignored."""
-    if not path.exists():
-        return []
+    return parse_rows(path.read_text()) if path.exists() else []
+
+
+def parse_rows(text: str) -> list[dict]:
+    """The rows of a metrics.jsonl file's ``text`` (see :func:`read_rows`)."""
     rows = []
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         try:
             row = json.loads(line)
         except json.JSONDecodeError:

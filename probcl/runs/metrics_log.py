@@ -13,7 +13,7 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.loggers import Logger
 
 from probcl.core.io import atomic_write_text, write_error
-from probcl.core.metrics_file import read_rows, row_line
+from probcl.core.metrics_file import parse_rows, read_rows, row_line
 from probcl.errors import RunError
 
 
@@ -66,9 +66,10 @@ class JsonlLogger(Logger):
         appended next must start on a line of their own."""
         if not self.path.exists():
             return
-        text = "".join(row_line(row) for row in read_rows(self.path) if row["step"] < step)
-        if self.path.read_text() != text:
-            atomic_write_text(self.path, text)
+        written = self.path.read_text()
+        kept = "".join(row_line(row) for row in parse_rows(written) if row["step"] < step)
+        if kept != written:
+            atomic_write_text(self.path, kept)
 
     @rank_zero_only
     def finalize(self, status: str) -> None:

@@ -30,7 +30,7 @@ from torch import nn
 
 import probcl
 from probcl.config import to_plain
-from probcl.core.io import atomic_write, atomic_write_json, json_object, output_path_problem
+from probcl.core.io import atomic_write, atomic_write_json, output_path_problem, refuse_foreign_side_file
 from probcl.core.layout import EXPORT_CONFIG, EXPORT_FORMAT, EXPORT_WEIGHTS, RunPaths
 from probcl.data.augment import Normalizer
 from probcl.errors import ConfigError, RunError
@@ -142,12 +142,9 @@ def _target(run: Path, out: str | Path | None, fmt: str) -> Path:
             raise ConfigError(
                 f"--out {out} does not fit --format {fmt}: name a folder, or a {' / '.join(FILE_SUFFIXES[fmt])} file"
             )
-        config = config_file(out)
-        if config.exists() and (json_object(config) or {}).get("format") != EXPORT_FORMAT:
-            raise ConfigError(
-                f"--out {out} would write its config to {config}, which holds something else (not a probcl export's "
-                f"config); choose another --out name, or move that file away"
-            )
+        refuse_foreign_side_file(
+            out, config_file(out), "config", "a probcl export's config", lambda c: c.get("format") == EXPORT_FORMAT
+        )
         return out
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is an existing file; name a folder, or a {' / '.join(FILE_SUFFIXES[fmt])} file")

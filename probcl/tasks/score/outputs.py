@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from probcl.core.io import json_object, output_path_problem
+from probcl.core.io import output_path_problem, refuse_foreign_side_file
 from probcl.errors import ConfigError
 
 SUMMARY_KEYS = frozenset({"run", "data", "out", "rows", "thresholds"})  # what every score summary holds
@@ -27,12 +27,6 @@ class ScoreOutputs:
     html: Path | None
 
 
-def is_score_summary(path: Path) -> bool:
-    """``path`` holds a summary ``probcl score`` wrote (a JSON object with a summary's keys)."""
-    content = json_object(path)
-    return content is not None and SUMMARY_KEYS <= content.keys()
-
-
 def score_outputs(out: Path, html: Path | None) -> ScoreOutputs:
     """The files a scoring with ``--out out`` and ``--html html`` writes; ConfigError (one line, nothing written)
     when one of them cannot or must not be written."""
@@ -46,9 +40,7 @@ def score_outputs(out: Path, html: Path | None) -> ScoreOutputs:
         for what, path in named.items():
             if html.resolve() == path.resolve():
                 raise ConfigError(f"--html {html} is the same file as {what}; give the contact sheet another name")
-    if outputs.summary.exists() and not is_score_summary(outputs.summary):
-        raise ConfigError(
-            f"--out {out} would write its summary to {outputs.summary}, which holds something else (not a "
-            f"`probcl score` summary); choose another --out name, or move that file away"
-        )
+    refuse_foreign_side_file(
+        out, outputs.summary, "summary", "a `probcl score` summary", lambda content: SUMMARY_KEYS <= content.keys()
+    )
     return outputs
